@@ -1,0 +1,12 @@
+// Package formats defines what every container codec produces and consumes.
+//
+// A codec has two halves. Parse reads a container and returns a Layout: the
+// container's files cut into extents (frame bytes, tensor bytes, zero
+// padding) plus the list of tensors. Plan does the reverse without any I/O:
+// from tensors (name, dtype, shape, size) and options it returns a Layout
+// whose frame extents carry their literal bytes. The restorer streams a
+// planned layout to disk, filling tensor extents from the store, then parses
+// the result again with the same codec to check it.
+//
+// Codecs know nothing about the store; they only read files through Dir.
+package formats

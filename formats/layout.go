@@ -1,0 +1,72 @@
+package formats
+
+import (
+	"io"
+)
+
+// Layout is a model as a codec sees it: files cut into extents, and tensors.
+type Layout struct {
+	Format  string
+	Files   []File
+	Tensors []Tensor
+}
+
+// File is one file of a layout, relative to the model's root.
+type File struct {
+	Path string // slash-separated, clean, relative
+	Size int64
+	// Index is true for a shard index (model.safetensors.index.json) that the
+	// codec validated and can regenerate.
+	Index bool
+	// Meta is format-specific metadata a writer needs again.
+	Meta    map[string]string
+	Extents []Extent // cover [0, Size) in order, without gaps
+}
+
+// ExtentKind says what fills a run of a file. The zero value is invalid.
+type ExtentKind int
+
+const (
+	_ ExtentKind = iota
+	// Frame is container bytes that are not tensor data: headers, JSON, …
+	Frame
+	// TensorData is the bytes of Layout.Tensors[Extent.Tensor].
+	TensorData
+	// Zeros is Size zero bytes of padding.
+	Zeros
+)
+
+// Extent is a run of a file's bytes.
+type Extent struct {
+	Kind   ExtentKind
+	Offset int64 // in the file
+	Size   int64
+	Tensor int // index into Layout.Tensors, for TensorData
+	// Bytes holds a frame's literal content in a planned layout. In a parsed
+	// layout it is nil and the bytes are read from the file at Offset.
+	Bytes []byte
+}
+
+// Tensor is one tensor of a layout.
+type Tensor struct {
+	Name  string
+	DType string // SafeTensors' dtype names ("F32", "BF16", "F8_E4M3", …)
+	Shape []int64
+	Size  int64
+}
+
+// Dir is a model directory that a codec reads files from. Implementations
+// refuse paths that would leave the directory (path_traversal) and links.
+type Dir interface {
+	// Open opens the file at a clean relative slash path.
+	Open(path string) (ReadAtCloser, error)
+	// Stat reports whether a file exists and its size.
+	Stat(path string) (size int64, err error)
+}
+
+// ReadAtCloser is an open file of a Dir.
+type ReadAtCloser interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}

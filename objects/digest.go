@@ -1,0 +1,92 @@
+package objects
+
+import (
+	"encoding/hex"
+	"strings"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// Digest is the BLAKE3-256 of some bytes.
+type Digest [32]byte
+
+// MinPrefix is the shortest digest prefix accepted on the command line.
+const MinPrefix = 8
+
+// Sum returns the digest of b.
+func Sum(b []byte) Digest { return Digest(blake3.Sum256(b)) }
+
+// ParseDigest parses 64 lowercase hex digits.
+func ParseDigest(s string) (Digest, error) {
+	var d Digest
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return d, errs.New(errs.SchemaError, "objects", "digest %q: want 64 lowercase hex digits", s)
+	}
+	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
+		return d, errs.New(errs.SchemaError, "objects", "digest %q: want 64 lowercase hex digits", s)
+	}
+	return d, nil
+}
+
+// IsDigestPrefix reports whether s could be a digest or a prefix of one that
+// the command line accepts: 8 to 64 lowercase hex digits.
+func IsDigestPrefix(s string) bool {
+	if len(s) < MinPrefix || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// Short is the 12-digit form used in listings.
+func (d Digest) Short() string { return d.String()[:12] }
+
+// IsZero reports whether d is the zero value (no digest).
+func (d Digest) IsZero() bool { return d == Digest{} }
+
+// MarshalText writes the hex form, so digests read well in JSON.
+func (d Digest) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses the hex form.
+func (d *Digest) UnmarshalText(b []byte) error {
+	p, err := ParseDigest(string(b))
+	if err != nil {
+		return err
+	}
+	*d = p
+	return nil
+}
+
+// Hasher computes a digest incrementally.
+type Hasher struct{ h *blake3.Hasher }
+
+// NewHasher returns an empty hasher.
+func NewHasher() *Hasher { return &Hasher{h: blake3.New()} }
+
+func (h *Hasher) Write(p []byte) (int, error) { return h.h.Write(p) }
+
+// Digest returns the digest of everything written so far.
+func (h *Hasher) Digest() Digest {
+	var d Digest
+	h.h.Sum(d[:0])
+	return d
+}
+
+// Reset forgets everything written.
+func (h *Hasher) Reset() { h.h.Reset() }
+
+// Verify returns an integrity_error unless b hashes to want.
+func Verify(b []byte, want Digest, what string) error {
+	if got := Sum(b); got != want {
+		return errs.New(errs.IntegrityError, "objects", "%s: content hashes to %s, want %s", what, got.Short(), want.Short())
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package objects
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// ManifestSchema is the version of the manifest encoding this build writes
+// and the only one it reads.
+const ManifestSchema = 1
+
+// Manifest is one model version: every file, how to rebuild it, and every
+// tensor. It holds no clocks, hosts or absolute paths.
+type Manifest struct {
+	Schema int `json:"schema"`
+	// Format is the container format the model was added as ("safetensors").
+	Format  string   `json:"format"`
+	Files   []File   `json:"files"`
+	Tensors []Tensor `json:"tensors"`
+}
+
+// File is one file of the model, relative to the model's root.
+type File struct {
+	Path   string `json:"path"` // slash-separated, relative, clean
+	Size   int64  `json:"size"`
+	Digest Digest `json:"digest"` // BLAKE3 of the whole file
+	// Role says what the file is to the model: a container file of Format,
+	// or another file kept as it is (config.json, tokenizer.json, …).
+	Role FileRole `json:"role"`
+	// Meta is format-specific metadata a writer needs again (e.g.
+	// SafeTensors' __metadata__).
+	Meta    map[string]string `json:"meta,omitempty"`
+	Extents []Extent          `json:"extents"`
+}
+
+// FileRole says what a file is to its model.
+type FileRole string
+
+const (
+	RoleContainer FileRole = "container" // a weights file of the manifest's format
+	RoleIndex     FileRole = "index"     // a shard index the codec regenerates
+	RoleOther     FileRole = "other"     // kept byte for byte, never interpreted
+)
+
+// ExtentKind says what fills a run of a file's bytes.
+type ExtentKind string
+
+const (
+	ExtentFrame  ExtentKind = "frame"  // bytes stored as blobs (Data)
+	ExtentTensor ExtentKind = "tensor" // the bytes of Tensors[Tensor]
+	ExtentZeros  ExtentKind = "zeros"  // Size zero bytes (padding)
+)
+
+// Extent is a run of a file's bytes. A file's extents cover it in order.
+type Extent struct {
+	Kind   ExtentKind `json:"kind"`
+	Size   int64      `json:"size"`
+	Tensor int        `json:"tensor,omitempty"` // index into Manifest.Tensors
+	Data   *Data      `json:"data,omitempty"`   // for frames
+}
+
+// Data names a run of bytes: its digest and its chunk digests.
+type Data struct {
+	Digest Digest   `json:"digest"`
+	Chunks []Digest `json:"chunks"`
+}
+
+// Tensor is one tensor: its bytes are named by Digest (independent of the
+// name and the container) and stored as Chunks.
+type Tensor struct {
+	Name   string   `json:"name"`
+	DType  string   `json:"dtype"`
+	Shape  []int64  `json:"shape"`
+	Size   int64    `json:"size"`
+	Digest Digest   `json:"digest"`
+	Chunks []Digest `json:"chunks"`
+}
+
+// Encode returns the canonical bytes of m: JSON with struct fields in
+// declaration order, map keys sorted, no HTML escaping, no insignificant
+// space. Callers must have put Files in path order.
+func (m *Manifest) Encode() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("objects: encode manifest: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// DecodeManifest parses manifest bytes and checks them with Validate.
+func DecodeManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
+	}
+	if m.Schema != ManifestSchema {
+		return nil, errs.New(errs.UnsupportedVersion, "objects", "manifest schema %d (this build reads %d)", m.Schema, ManifestSchema)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Digest returns the manifest's id: the digest of its canonical encoding.
+func (m *Manifest) Digest() (Digest, []byte, error) {
+	b, err := m.Encode()
+	if err != nil {
+		return Digest{}, nil, err
+	}
+	return Sum(b), b, nil
+}
+
+// Validate checks the manifest's internal consistency: sorted unique clean
+// paths, extents that cover each file, tensor references in range, chunk
+// counts that match sizes.
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return errs.New(errs.SchemaError, "objects", "manifest: "+format, args...)
+	}
+	for i, f := range m.Files {
+		if !IsCleanPath(f.Path) {
+			return bad("file path %q is not a clean relative path", f.Path)
+		}
+		if i > 0 && m.Files[i-1].Path >= f.Path {
+			return bad("files not in strict path order at %q", f.Path)
+		}
+		var covered int64
+		for _, e := range f.Extents {
+			if e.Size < 0 {
+				return bad("%s: negative extent", f.Path)
+			}
+			switch e.Kind {
+			case ExtentFrame:
+				if e.Data == nil || len(e.Data.Chunks) != ChunkCount(e.Size) {
+					return bad("%s: frame extent without matching chunks", f.Path)
+				}
+			case ExtentTensor:
+				if e.Tensor < 0 || e.Tensor >= len(m.Tensors) || m.Tensors[e.Tensor].Size != e.Size {
+					return bad("%s: tensor extent %d does not match a tensor", f.Path, e.Tensor)
+				}
+			case ExtentZeros:
+			default:
+				return bad("%s: unknown extent kind %q", f.Path, e.Kind)
+			}
+			covered += e.Size
+		}
+		if covered != f.Size {
+			return bad("%s: extents cover %d bytes of %d", f.Path, covered, f.Size)
+		}
+	}
+	for _, t := range m.Tensors {
+		if t.Size < 0 || len(t.Chunks) != ChunkCount(t.Size) {
+			return bad("tensor %q: %d chunks for %d bytes", t.Name, len(t.Chunks), t.Size)
+		}
+	}
+	return nil
+}
+
+// Blobs returns every blob digest the manifest needs, each once, sorted.
+func (m *Manifest) Blobs() []Digest {
+	seen := map[Digest]bool{}
+	add := func(ds []Digest) {
+		for _, d := range ds {
+			seen[d] = true
+		}
+	}
+	for _, t := range m.Tensors {
+		add(t.Chunks)
+	}
+	for _, f := range m.Files {
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				add(e.Data.Chunks)
+			}
+		}
+	}
+	out := make([]Digest, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
+	return out
+}
+
+// LogicalBytes is the total size of the model's files.
+func (m *Manifest) LogicalBytes() int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += f.Size
+	}
+	return n
+}
+
+// File returns the file at path p, or nil.
+func (m *Manifest) File(p string) *File {
+	i := sort.Search(len(m.Files), func(i int) bool { return m.Files[i].Path >= p })
+	if i < len(m.Files) && m.Files[i].Path == p {
+		return &m.Files[i]
+	}
+	return nil
+}
+
+// IsCleanPath reports whether p is a relative slash path that stays inside
+// its root: no leading slash, no "." or ".." segments, no empty segments, no
+// backslashes or NUL bytes.
+func IsCleanPath(p string) bool {
+	if p == "" || strings.ContainsAny(p, "\\\x00") || path.IsAbs(p) || path.Clean(p) != p {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
