@@ -1,0 +1,48 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/mstore/mstore/internal/archiver"
+)
+
+var addCommand = &cli.Command{
+	Name:      "add",
+	Usage:     "store a model (a file or a model directory) as a new version of a ref",
+	ArgsUsage: "PATH",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
+		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
+		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
+	},
+	Action: func(c *cli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		if err := needArgs(c, 1, "PATH [--name NAME] [--tag TAG] [-m MESSAGE]"); err != nil {
+			return err
+		}
+		st, err := e.open(true)
+		if err != nil {
+			return err
+		}
+		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
+			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
+			Progress: e.progress("adding"),
+		})
+		if err != nil {
+			return err
+		}
+		if e.json {
+			return e.printJSON(res)
+		}
+		for _, w := range res.Warnings {
+			e.note("warning: %s\n", w)
+		}
+		e.printf("%s\n", res.Digest)
+		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
+			res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
+		return nil
+	},
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/mstore/mstore/objects"
+)
+
+type diffOutput struct {
+	From objects.Digest `json:"from"`
+	To   objects.Digest `json:"to"`
+	objects.Diff
+}
+
+var diffCommand = &cli.Command{
+	Name:      "diff",
+	Usage:     "compare two versions tensor by tensor, and their other files",
+	ArgsUsage: "REF REF",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "all", Usage: "list unchanged tensors and files too"},
+	},
+	Action: func(c *cli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		if err := needArgs(c, 2, "REF REF"); err != nil {
+			return err
+		}
+		st, err := e.open(false)
+		if err != nil {
+			return err
+		}
+		da, a, err := loadManifest(st, c.Args().Get(0))
+		if err != nil {
+			return err
+		}
+		db, b, err := loadManifest(st, c.Args().Get(1))
+		if err != nil {
+			return err
+		}
+		d := objects.Compare(a, b)
+		if e.json {
+			return e.printJSON(diffOutput{From: da, To: db, Diff: d})
+		}
+		marks := map[objects.Change]string{objects.Added: "+", objects.Removed: "-", objects.Changed: "~", objects.Unchanged: "="}
+		for _, f := range d.Files {
+			if f.Change != objects.Unchanged || c.Bool("all") {
+				e.printf("%s file   %s (%s)\n", marks[f.Change], f.Path, f.Role)
+			}
+		}
+		for _, t := range d.Tensors {
+			if t.Change == objects.Unchanged && !c.Bool("all") {
+				continue
+			}
+			switch t.Change {
+			case objects.Changed:
+				e.printf("~ tensor %s  %s%s → %s%s, %s in new chunks\n", t.Name, t.FromDType, shapeString(t.FromShape),
+					t.ToDType, shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
+			case objects.Removed:
+				e.printf("- tensor %s  %s\n", t.Name, humanBytes(t.FromBytes))
+			default:
+				e.printf("%s tensor %s  %s\n", marks[t.Change], t.Name, humanBytes(t.ToBytes))
+			}
+		}
+		e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)\n",
+			d.Count[objects.Added], humanBytes(d.Bytes[objects.Added]), d.Count[objects.Removed], humanBytes(d.Bytes[objects.Removed]),
+			d.Count[objects.Changed], humanBytes(d.Bytes[objects.Changed]), d.Count[objects.Unchanged], humanBytes(d.Bytes[objects.Unchanged]))
+		return nil
+	},
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"time"
+
+	"github.com/urfave/cli/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+)
+
+type logEntry struct {
+	Seq      uint64          `json:"seq"`
+	Digest   objects.Digest  `json:"digest"`
+	Previous *objects.Digest `json:"previous,omitempty"`
+	Message  string          `json:"message"`
+	Time     time.Time       `json:"time"`
+}
+
+var logCommand = &cli.Command{
+	Name:      "log",
+	Usage:     "show a ref's history, newest first",
+	ArgsUsage: "NAME",
+	Action: func(c *cli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		if err := needArgs(c, 1, "NAME"); err != nil {
+			return err
+		}
+		st, err := e.open(false)
+		if err != nil {
+			return err
+		}
+		var entries []refs.Entry
+		err = st.View(func(tx *bolt.Tx) (err error) {
+			entries, err = refs.History(tx, c.Args().First())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		out := []logEntry{}
+		for _, en := range entries {
+			le := logEntry{Seq: en.Seq, Digest: en.Digest, Message: en.Message, Time: en.Time}
+			if !en.Previous.IsZero() {
+				prev := en.Previous
+				le.Previous = &prev
+			}
+			out = append(out, le)
+		}
+		if e.json {
+			return e.printJSON(out)
+		}
+		name := c.Args().First()
+		for i, le := range out {
+			e.printf("%s~%d  %s  %s  %s\n", name, i, le.Digest.Short(), le.Time.Format(time.RFC3339), le.Message)
+		}
+		return nil
+	},
+}

@@ -1,0 +1,117 @@
+// Command mstore is a git-style, content-addressed store for model weights.
+//
+// This package only reads flags and prints; the work is done by the store,
+// refs, archiver and restorer packages. main maps every error to its class
+// key and exit code in one place.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mstore/mstore/internal/errs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := newApp()
+	err := app.RunContext(ctx, reorderArgs(app, os.Args))
+	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "mstore",
+		Usage: "a content-addressed store for model weights",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "store", Usage: "store directory (default $MSTORE_DIR, else $XDG_DATA_HOME/mstore)", EnvVars: []string{"MSTORE_DIR"}},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON document on stdout"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only what scripts need"},
+		},
+		Commands: []*cli.Command{
+			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
+			tagCommand, rmCommand, diffCommand, duCommand,
+		},
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError("%v", err)
+		},
+	}
+}
+
+// usageError is a malformed command line.
+func usageError(format string, args ...any) error {
+	return errs.New(errs.SchemaError, "mstore", format+" (see `mstore --help`)", args...)
+}
+
+// classOf classifies an error for the user. Errors of the machine itself
+// (a full disk, a permission) have no store class and are reported as
+// io_error with exit code 1.
+func classOf(err error) (key string, code int) {
+	if c := errs.ClassOf(err); c != 0 {
+		return c.Key(), c.ExitCode()
+	}
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return errs.SizeLimitExceeded.Key(), errs.SizeLimitExceeded.ExitCode()
+	case errors.Is(err, fs.ErrNotExist):
+		return errs.NotFound.Key(), errs.NotFound.ExitCode()
+	case errors.Is(err, context.Canceled):
+		return "interrupted", 130
+	}
+	return "io_error", 1
+}
+
+// report prints err (if any) on w and returns the exit code.
+func report(w io.Writer, asJSON bool, err error) int {
+	if err == nil {
+		return 0
+	}
+	key, code := classOf(err)
+	msg := err.Error()
+	if asJSON {
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"class": key, "message": msg}})
+		return code
+	}
+	if errs.ClassOf(err) == 0 {
+		msg = key + ": " + msg
+	}
+	fmt.Fprintf(w, "mstore: %s\n", msg)
+	return code
+}
+
+func jsonRequested(args []string) bool {
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultStoreDir is $XDG_DATA_HOME/mstore, else ~/.local/share/mstore.
+func defaultStoreDir() (string, error) {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "mstore"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", usageError("no --store, $MSTORE_DIR or home directory to put the store in")
+	}
+	return filepath.Join(home, ".local", "share", "mstore"), nil
+}

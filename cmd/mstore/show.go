@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/objects"
+)
+
+type showOutput struct {
+	Digest       objects.Digest    `json:"digest"`
+	LogicalBytes int64             `json:"logical_bytes"`
+	Warnings     []string          `json:"warnings"`
+	Manifest     *objects.Manifest `json:"manifest"`
+}
+
+var showCommand = &cli.Command{
+	Name:      "show",
+	Usage:     "show a version's files and tensors",
+	ArgsUsage: "REF",
+	Action: func(c *cli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		if err := needArgs(c, 1, "REF"); err != nil {
+			return err
+		}
+		st, err := e.open(false)
+		if err != nil {
+			return err
+		}
+		d, m, err := loadManifest(st, c.Args().First())
+		if err != nil {
+			return err
+		}
+		out := showOutput{Digest: d, LogicalBytes: m.LogicalBytes(), Warnings: []string{}, Manifest: m}
+		if m.File("config.json") != nil {
+			cfg, err := restorer.ReadSmallFile(st, m, "config.json", 16<<20)
+			if err != nil {
+				return err
+			}
+			if w := archiver.DTypeMismatch(cfg, m.Tensors); w != "" {
+				out.Warnings = append(out.Warnings, w)
+			}
+		}
+		if e.json {
+			return e.printJSON(out)
+		}
+		e.printf("version %s\nformat  %s\nsize    %s in %d files, %d tensors\n", d, m.Format, humanBytes(out.LogicalBytes), len(m.Files), len(m.Tensors))
+		for _, w := range out.Warnings {
+			e.printf("warning %s\n", w)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "\nFILE\tROLE\tSIZE\tDIGEST\n")
+		for _, f := range m.Files {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", f.Path, f.Role, f.Size, f.Digest.Short())
+		}
+		fmt.Fprintf(tw, "\nTENSOR\tDTYPE\tSHAPE\tBYTES\tDIGEST\n")
+		for _, t := range m.Tensors {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, t.DType, shapeString(t.Shape), t.Size, t.Digest.Short())
+		}
+		return tw.Flush()
+	},
+}
+
+func shapeString(s []int64) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprint(v)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }

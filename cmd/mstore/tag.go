@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/refs"
+)
+
+var tagCommand = &cli.Command{
+	Name:      "tag",
+	Usage:     "create an immutable tag NAME:TAG at a version",
+	ArgsUsage: "NAME:TAG REF",
+	Action: func(c *cli.Context) error {
+		e, err := newEnv(c)
+		if err != nil {
+			return err
+		}
+		if err := needArgs(c, 2, "NAME:TAG REF"); err != nil {
+			return err
+		}
+		name, tag, ok := strings.Cut(c.Args().Get(0), ":")
+		if !ok {
+			return usageError("%q: a tag is written NAME:TAG", c.Args().Get(0))
+		}
+		if _, err := refs.ParseName(name); err != nil {
+			return err
+		}
+		if _, err := refs.ParseTag(tag); err != nil {
+			return err
+		}
+		st, err := e.open(false)
+		if err != nil {
+			return err
+		}
+		d, err := resolve(st, c.Args().Get(1))
+		if err != nil {
+			return err
+		}
+		var created bool
+		err = st.Update(func(tx *bolt.Tx) (err error) {
+			created, err = refs.Tag(tx, name, tag, d)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"name": name, "tag": tag, "digest": d, "created": created})
+		}
+		if created {
+			e.printf("%s:%s → %s\n", name, tag, d)
+		} else {
+			e.printf("%s:%s already names %s\n", name, tag, d)
+		}
+		return nil
+	},
+}

@@ -1,0 +1,356 @@
+// Package archiver adds a model to a store: it finds the model's container
+// format, lets the codec cut each file into frames and tensors, hashes and
+// stores every chunk in parallel, and commits the manifest and the ref in
+// one short index transaction at the end.
+package archiver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/codecs"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+	"github.com/mstore/mstore/store"
+)
+
+// Options say how to add a model.
+type Options struct {
+	Name    string // the ref to move; defaults to the path's base name
+	Tag     string // an optional tag to create at the new version
+	Message string
+	// Workers bounds the chunks hashed and written at once; zero means one
+	// more than the number of CPUs.
+	Workers  int
+	Progress progress.Reporter
+	// Now stamps the history entry; zero means time.Now.
+	Now func() time.Time
+}
+
+// Result describes what an add did.
+type Result struct {
+	Name         string         `json:"name"`
+	Tag          string         `json:"tag,omitempty"`
+	Digest       objects.Digest `json:"digest"`
+	Format       string         `json:"format"`
+	Files        int            `json:"files"`
+	Tensors      int            `json:"tensors"`
+	LogicalBytes int64          `json:"logical_bytes"`
+	NewBytes     int64          `json:"new_bytes"`
+	NewBlobs     int            `json:"new_blobs"`
+	Moved        bool           `json:"moved"` // false when the ref already pointed here
+	Warnings     []string       `json:"warnings"`
+}
+
+// Add stores the model at path (a file or a model directory) in st.
+func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Result, error) {
+	if opts.Name == "" {
+		opts.Name = DefaultName(path)
+	}
+	if _, err := refs.ParseName(opts.Name); err != nil {
+		return nil, err
+	}
+	if opts.Tag != "" {
+		if _, err := refs.ParseTag(opts.Tag); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := modeldir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+
+	codec, claimed, err := chooseCodec(dir, path)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := codec.Parse(dir, claimed)
+	if err != nil {
+		return nil, err
+	}
+	files, err := withOtherFiles(dir, layout, claimed)
+	if err != nil {
+		return nil, err
+	}
+	before, err := statAll(dir, files)
+	if err != nil {
+		return nil, err
+	}
+
+	w := st.NewBlobWriter()
+	defer w.Abort()
+	h, err := hashAndStore(ctx, dir, layout, files, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUnchanged(dir, files, before); err != nil {
+		return nil, err
+	}
+	m, blobs := h.manifest(layout, files)
+	digest, encoded, err := m.Digest()
+	if err != nil {
+		return nil, err
+	}
+	written, err := w.Commit()
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{Name: opts.Name, Tag: opts.Tag, Digest: digest, Format: layout.Format,
+		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: []string{}}
+	for _, r := range written {
+		res.NewBytes += r.Size
+		res.NewBlobs++
+	}
+	if warn := DTypeMismatch(h.configJSON, m.Tensors); warn != "" {
+		res.Warnings = append(res.Warnings, warn)
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	err = st.Update(func(tx *bolt.Tx) error {
+		if err := store.RecordBlobs(tx, blobs); err != nil {
+			return err
+		}
+		if err := store.PutManifest(tx, digest, encoded); err != nil {
+			return err
+		}
+		cur, err := refs.Current(tx, opts.Name)
+		if err != nil && errs.ClassOf(err) != errs.NotFound {
+			return err
+		}
+		if err != nil || cur != digest {
+			msg := opts.Message
+			if msg == "" {
+				msg = "add " + filepath.Base(path)
+			}
+			if _, err := refs.Move(tx, opts.Name, digest, msg, now().UTC()); err != nil {
+				return err
+			}
+			res.Moved = true
+		}
+		if opts.Tag != "" {
+			if _, err := refs.Tag(tx, opts.Name, opts.Tag, digest); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// DefaultName is the ref name an add uses without --name: the base name of
+// the path, without a container extension.
+func DefaultName(path string) string {
+	base := filepath.Base(filepath.Clean(path))
+	for _, ext := range []string{".safetensors", ".gguf", ".onnx", ".tar.gz", ".bin", ".pt", ".pth"} {
+		if strings.HasSuffix(strings.ToLower(base), ext) && len(base) > len(ext) {
+			return base[:len(base)-len(ext)]
+		}
+	}
+	return base
+}
+
+// refusedKinds are files that look like models but that mstore will not take,
+// with the reason a user is given.
+var refusedKinds = map[string]string{
+	".h5":     "Keras HDF5 models can run code when loaded (Lambda layers) and hold no plain tensor container; export the weights to SafeTensors first",
+	".keras":  "Keras .keras archives can run code when loaded (Lambda layers); export the weights to SafeTensors first",
+	".engine": "TensorRT engines are compiled for one GPU model and TensorRT version and are not portable weights; store the ONNX model they are built from",
+	".plan":   "TensorRT plans are compiled for one GPU model and TensorRT version and are not portable weights; store the ONNX model they are built from",
+}
+
+// chooseCodec finds the one format whose container files the model holds.
+func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error) {
+	if len(dir.Files) == 1 {
+		if why, ok := refusedKinds[modeldir.Ext(dir.Files[0])]; ok {
+			return nil, nil, errs.New(errs.UnsupportedVersion, "add", "%s: %s", path, why)
+		}
+	}
+	var found []formats.Codec
+	var claimed [][]string
+	for _, c := range codecs.All() {
+		if files := dir.SortedFiles(c.Claims); len(files) > 0 {
+			found = append(found, c)
+			claimed = append(claimed, files)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], claimed[0], nil
+	case 0:
+		return nil, nil, errs.New(errs.UnsupportedVersion, "add",
+			"%s holds no model container this build takes (%s)", path, codecs.Describe())
+	default:
+		var names []string
+		for _, c := range found {
+			names = append(names, c.Name())
+		}
+		return nil, nil, errs.New(errs.SchemaError, "add",
+			"%s holds containers of several formats (%s); add each as its own model", path, strings.Join(names, ", "))
+	}
+}
+
+// fileWork is one file of the model: its layout and where its bytes come from.
+type fileWork struct {
+	formats.File
+	other bool // not a container file: kept byte for byte
+}
+
+// withOtherFiles returns every file of the model in path order: the codec's
+// files and, beside them, the directory's other files as single frames.
+func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]fileWork, error) {
+	var out []fileWork
+	inLayout := map[string]bool{}
+	for _, f := range l.Files {
+		if err := checkCoverage(f, len(l.Tensors)); err != nil {
+			return nil, err
+		}
+		inLayout[f.Path] = true
+		out = append(out, fileWork{File: f})
+	}
+	for _, p := range claimed {
+		if !inLayout[p] {
+			return nil, fmt.Errorf("add: codec %s left %s out of its layout", l.Format, p)
+		}
+	}
+	for _, p := range dir.Files {
+		if inLayout[p] {
+			continue
+		}
+		size, err := dir.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		f := formats.File{Path: p, Size: size}
+		if size > 0 {
+			f.Extents = []formats.Extent{{Kind: formats.Frame, Size: size}}
+		}
+		out = append(out, fileWork{File: f, other: true})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// checkCoverage makes sure a codec's extents tile the file exactly.
+func checkCoverage(f formats.File, tensors int) error {
+	var off int64
+	for _, e := range f.Extents {
+		if e.Offset != off || e.Size < 0 || e.Kind == formats.TensorData && (e.Tensor < 0 || e.Tensor >= tensors) {
+			return fmt.Errorf("add: codec layout of %s is inconsistent at byte %d", f.Path, off)
+		}
+		off += e.Size
+	}
+	if off != f.Size {
+		return fmt.Errorf("add: codec layout of %s covers %d of %d bytes", f.Path, off, f.Size)
+	}
+	return nil
+}
+
+type fileState struct {
+	size  int64
+	mtime time.Time
+}
+
+func statAll(dir *modeldir.Dir, files []fileWork) (map[string]fileState, error) {
+	out := map[string]fileState{}
+	for _, f := range files {
+		st, err := statFile(dir, f.Path)
+		if err != nil {
+			return nil, err
+		}
+		out[f.Path] = st
+	}
+	return out, nil
+}
+
+func statFile(dir *modeldir.Dir, p string) (fileState, error) {
+	info, err := os.Stat(filepath.Join(dir.Path(), filepath.FromSlash(p)))
+	if err != nil {
+		return fileState{}, fmt.Errorf("add: %w", err)
+	}
+	return fileState{size: info.Size(), mtime: info.ModTime()}, nil
+}
+
+// checkUnchanged refuses a model whose files were modified while it was
+// being hashed: its digests would describe no real state of the files.
+func checkUnchanged(dir *modeldir.Dir, files []fileWork, before map[string]fileState) error {
+	for _, f := range files {
+		st, err := statFile(dir, f.Path)
+		if err != nil {
+			return err
+		}
+		if st != before[f.Path] {
+			return errs.New(errs.IntegrityError, "add", "%s changed while it was being added; add it again when nothing writes to it", f.Path)
+		}
+	}
+	return nil
+}
+
+// readerPool keeps one open handle per file, shared by the workers (ReadAt
+// is safe for concurrent use).
+type readerPool struct {
+	dir   *modeldir.Dir
+	mu    sync.Mutex
+	files map[string]formats.ReadAtCloser
+}
+
+func (p *readerPool) get(path string) (io.ReaderAt, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.files[path]; ok {
+		return f, nil
+	}
+	f, err := p.dir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	p.files[path] = f
+	return f, nil
+}
+
+func (p *readerPool) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
+}
+
+func workers(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.NumCPU() + 1
+}
+
+// counter adds to a Progress, if there is one.
+type counter struct {
+	p    progress.Reporter
+	done atomic.Int64
+}
+
+func (c *counter) add(n int64) {
+	c.done.Add(n)
+	if c.p != nil {
+		c.p.Add(n)
+	}
+}

@@ -1,0 +1,265 @@
+package archiver
+
+import (
+	"context"
+	"io"
+	"sort"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+// span is a run of bytes in one of the model's files, hashed as a whole and
+// in chunks. For a run of one chunk the two digests are the same hash and
+// computed once.
+type span struct {
+	path      string
+	off, size int64
+	digest    objects.Digest
+	chunks    []objects.Digest
+}
+
+// hashes holds every digest an add computes, filled in by the workers.
+type hashes struct {
+	tensors    []*span          // by tensor index
+	frames     map[[2]int]*span // by (file index, extent index)
+	files      []*span          // whole files, by file index
+	configJSON []byte
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}
+
+// hashAndStore hashes every tensor, frame and file of the model and writes
+// the chunks the store lacks. Independent pieces of work run in parallel,
+// the largest first.
+func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options) (*hashes, error) {
+	h := &hashes{tensors: make([]*span, len(l.Tensors)), frames: map[[2]int]*span{}, files: make([]*span, len(files))}
+	var total int64
+	var chunked []*span  // spans whose chunks are stored
+	var zeroRuns []*span // padding that must really be zeros
+	for fi, f := range files {
+		h.files[fi] = &span{path: f.Path, size: f.Size}
+		for ei, e := range f.Extents {
+			s := &span{path: f.Path, off: e.Offset, size: e.Size}
+			switch e.Kind {
+			case formats.TensorData:
+				if h.tensors[e.Tensor] != nil {
+					continue // the same tensor placed twice: stored once
+				}
+				h.tensors[e.Tensor] = s
+				chunked = append(chunked, s)
+			case formats.Frame:
+				h.frames[[2]int{fi, ei}] = s
+				chunked = append(chunked, s)
+			case formats.Zeros:
+				zeroRuns = append(zeroRuns, s)
+			}
+			total += e.Size
+		}
+		if f.Path == "config.json" && f.other && f.Size <= 16<<20 {
+			h.configJSON = []byte{} // read below, with the other work
+		}
+	}
+	for i, s := range h.tensors {
+		if s == nil {
+			return nil, errs.New(errs.SchemaError, "add", "tensor %q is not placed in any file", l.Tensors[i].Name)
+		}
+	}
+
+	pool := &readerPool{dir: dir, files: map[string]formats.ReadAtCloser{}}
+	defer pool.close()
+	prog := &counter{p: opts.Progress}
+	if opts.Progress != nil {
+		opts.Progress.Start(total)
+		defer opts.Progress.Finish()
+	}
+
+	type task struct {
+		size int64
+		run  func() error
+	}
+	var tasks []task
+	for _, s := range chunked {
+		s.chunks = make([]objects.Digest, objects.ChunkCount(s.size))
+		for i := range s.chunks {
+			_, n := objects.ChunkBounds(s.size, i)
+			tasks = append(tasks, task{n, func() error { return storeChunk(pool, s, i, w, prog) }})
+		}
+		if len(s.chunks) > 1 {
+			tasks = append(tasks, task{s.size, func() error { return hashWhole(pool, s, nil) }})
+		}
+	}
+	for fi, f := range files {
+		s := h.files[fi]
+		if singleChunkFrame(f) != nil || f.Size == 0 {
+			continue // its digest is its one chunk's, filled in by manifest()
+		}
+		tasks = append(tasks, task{s.size, func() error { return hashWhole(pool, s, nil) }})
+	}
+	for _, s := range zeroRuns {
+		tasks = append(tasks, task{s.size, func() error {
+			prog.add(s.size)
+			return hashWhole(pool, s, checkZeros)
+		}})
+	}
+	if h.configJSON != nil {
+		tasks = append(tasks, task{0, func() error {
+			f, err := pool.get("config.json")
+			if err != nil {
+				return err
+			}
+			b, err := io.ReadAll(io.NewSectionReader(f, 0, 16<<20))
+			h.configJSON = b
+			return err
+		}})
+	}
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].size > tasks[j].size })
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers(opts.Workers))
+	for _, t := range tasks {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(t.run)
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return h, ctx.Err() // an interrupt before the last task started
+}
+
+// singleChunkFrame returns the one frame extent of a file made of exactly
+// one chunk-sized frame, whose digest is therefore the file's.
+func singleChunkFrame(f fileWork) *formats.Extent {
+	if len(f.Extents) == 1 && f.Extents[0].Kind == formats.Frame && f.Extents[0].Size <= objects.ChunkSize {
+		return &f.Extents[0]
+	}
+	return nil
+}
+
+// storeChunk reads, hashes and stores chunk i of s.
+func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *counter) error {
+	r, err := pool.get(s.path)
+	if err != nil {
+		return err
+	}
+	off, n := objects.ChunkBounds(s.size, i)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:n]
+	if _, err := r.ReadAt(buf, s.off+off); err != nil {
+		return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, s.off+off)
+	}
+	d := objects.Sum(buf)
+	s.chunks[i] = d
+	if len(s.chunks) == 1 {
+		s.digest = d
+	}
+	if _, err := w.Put(d, buf); err != nil {
+		return err
+	}
+	prog.add(n)
+	return nil
+}
+
+// hashWhole streams s through one hasher; check, if given, sees every piece.
+func hashWhole(pool *readerPool, s *span, check func(*span, []byte) error) error {
+	r, err := pool.get(s.path)
+	if err != nil {
+		return err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	hs := objects.NewHasher()
+	for off := int64(0); off < s.size; {
+		n := min(s.size-off, int64(len(*bp)))
+		buf := (*bp)[:n]
+		if _, err := r.ReadAt(buf, s.off+off); err != nil {
+			return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, s.off+off)
+		}
+		if check != nil {
+			if err := check(s, buf); err != nil {
+				return err
+			}
+		}
+		hs.Write(buf)
+		off += n
+	}
+	s.digest = hs.Digest()
+	return nil
+}
+
+func checkZeros(s *span, b []byte) error {
+	for _, c := range b {
+		if c != 0 {
+			return errs.At(errs.InvalidArchive, "add", s.path, s.off, "padding holds non-zero bytes")
+		}
+	}
+	return nil
+}
+
+// manifest builds the manifest from the layout and the digests, and lists
+// the blobs it needs with their sizes.
+func (h *hashes) manifest(l *formats.Layout, files []fileWork) (*objects.Manifest, []store.BlobRecord) {
+	var blobs []store.BlobRecord
+	addBlobs := func(s *span) {
+		for i, d := range s.chunks {
+			_, n := objects.ChunkBounds(s.size, i)
+			blobs = append(blobs, store.BlobRecord{Digest: d, Size: n, Encoding: store.EncodingRaw})
+		}
+	}
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format}
+	for i, t := range l.Tensors {
+		s := h.tensors[i]
+		if s.size == 0 {
+			s.digest = objects.Sum(nil)
+		}
+		addBlobs(s)
+		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{}, t.Shape...),
+			Size: t.Size, Digest: s.digest, Chunks: s.chunks})
+	}
+	for fi, f := range files {
+		mf := objects.File{Path: f.Path, Size: f.Size, Role: objects.RoleContainer, Meta: f.Meta}
+		switch {
+		case f.other:
+			mf.Role = objects.RoleOther
+		case f.Index:
+			mf.Role = objects.RoleIndex
+		}
+		for ei, e := range f.Extents {
+			me := objects.Extent{Size: e.Size}
+			switch e.Kind {
+			case formats.TensorData:
+				me.Kind, me.Tensor = objects.ExtentTensor, e.Tensor
+			case formats.Zeros:
+				me.Kind = objects.ExtentZeros
+			case formats.Frame:
+				s := h.frames[[2]int{fi, ei}]
+				addBlobs(s)
+				me.Kind, me.Data = objects.ExtentFrame, &objects.Data{Digest: s.digest, Chunks: s.chunks}
+			}
+			mf.Extents = append(mf.Extents, me)
+		}
+		switch {
+		case f.Size == 0:
+			mf.Digest = objects.Sum(nil)
+			mf.Extents = []objects.Extent{}
+		case singleChunkFrame(f) != nil:
+			mf.Digest = h.frames[[2]int{fi, 0}].digest
+		default:
+			mf.Digest = h.files[fi].digest
+		}
+		m.Files = append(m.Files, mf)
+	}
+	if m.Tensors == nil {
+		m.Tensors = []objects.Tensor{}
+	}
+	return m, blobs
+}

@@ -1,0 +1,231 @@
+// Package modeldir reads a model from the filesystem: a single file, or a
+// directory whose files are listed once and opened only through an os.Root,
+// so that no path named inside the model can leave it.
+//
+// Links are refused (path_traversal), with one exception: a Hugging Face cache
+// snapshot (…/models--ORG--NAME/snapshots/REV/) whose files are symlinks into
+// that repo's blobs/ folder; those links are followed, and only into it.
+package modeldir
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+)
+
+// skippedDirs are folders of tooling, not of the model: a git clone's
+// history and huggingface_hub's download metadata.
+var skippedDirs = map[string]bool{".git": true, ".cache": true}
+
+// Dir is an opened model directory. It implements formats.Dir.
+type Dir struct {
+	root     *os.Root
+	rootPath string
+	// blobs is the HF cache's blobs/ folder when the directory is a cache
+	// snapshot, else "".
+	blobs string
+	// Files are the model's regular files, clean slash paths, sorted.
+	Files []string
+}
+
+// Open opens the model at p: a directory, or a single file (then the model
+// is that one file, and its directory is the root).
+func Open(p string) (*Dir, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	info, err := os.Lstat(abs)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errs.New(errs.NotFound, "modeldir", "%s does not exist", p)
+		}
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	if info.Mode()&os.ModeSymlink != 0 {
+		// A link given by the user on the command line is theirs to give.
+		if info, err = os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("modeldir: %w", err)
+		}
+		if abs, err = filepath.EvalSymlinks(abs); err != nil {
+			return nil, fmt.Errorf("modeldir: %w", err)
+		}
+	}
+	rootPath, single := abs, ""
+	if !info.IsDir() {
+		if !info.Mode().IsRegular() {
+			return nil, errs.New(errs.InvalidArchive, "modeldir", "%s is not a regular file", p)
+		}
+		rootPath, single = filepath.Dir(abs), filepath.Base(abs)
+	}
+	root, err := os.OpenRoot(rootPath)
+	if err != nil {
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	d := &Dir{root: root, rootPath: rootPath, blobs: hfBlobsDir(rootPath)}
+	if single != "" {
+		d.Files = []string{single}
+		if _, err := d.Stat(single); err != nil {
+			root.Close()
+			return nil, err
+		}
+		return d, nil
+	}
+	if err := d.list(); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// hfBlobsDir returns REPO/blobs when dir is REPO/snapshots/REV inside a
+// Hugging Face cache (REPO's base name starts with "models--").
+func hfBlobsDir(dir string) string {
+	snapshots := filepath.Dir(dir)
+	repo := filepath.Dir(snapshots)
+	if filepath.Base(snapshots) != "snapshots" || !strings.HasPrefix(filepath.Base(repo), "models--") {
+		return ""
+	}
+	return filepath.Join(repo, "blobs")
+}
+
+// Close releases the directory.
+func (d *Dir) Close() error { return d.root.Close() }
+
+// Path is the directory's absolute path.
+func (d *Dir) Path() string { return d.rootPath }
+
+func (d *Dir) list() error {
+	return fs.WalkDir(d.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("modeldir: %w", err)
+		}
+		if p == "." {
+			return nil
+		}
+		if e.IsDir() {
+			if skippedDirs[e.Name()] {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !objects.IsCleanPath(p) {
+			return errs.New(errs.PathTraversal, "modeldir", "file name %q cannot be stored safely", p)
+		}
+		if _, err := d.Stat(p); err != nil {
+			return err
+		}
+		d.Files = append(d.Files, p)
+		return nil
+	})
+}
+
+// Stat returns the size of the regular file at p, refusing links and
+// special files.
+func (d *Dir) Stat(p string) (int64, error) {
+	info, _, err := d.lstat(p)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}
+
+// lstat checks p and returns its file info; for a permitted cache link, the
+// info and absolute path of the blob it resolves to.
+func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) {
+	if !objects.IsCleanPath(p) {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%q leaves the model directory", p)
+	}
+	info, err = d.root.Lstat(filepath.FromSlash(p))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, "", errs.New(errs.NotFound, "modeldir", "%s: no such file in %s", p, d.rootPath)
+		}
+		return nil, "", errs.Wrap(errs.PathTraversal, "modeldir", err, "%s", p)
+	}
+	if info.Mode()&os.ModeSymlink != 0 {
+		return d.followCacheLink(p)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, "", errs.New(errs.InvalidArchive, "modeldir", "%s is not a regular file (%s)", p, info.Mode().Type())
+	}
+	return info, "", nil
+}
+
+// followCacheLink allows a symlink only inside an HF cache snapshot, and only
+// when it resolves to a regular file directly inside the repo's blobs/.
+func (d *Dir) followCacheLink(p string) (fs.FileInfo, string, error) {
+	if d.blobs == "" {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s is a symbolic link; links are refused outside a Hugging Face cache snapshot", p)
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(d.rootPath, filepath.FromSlash(p)))
+	if err != nil {
+		return nil, "", errs.Wrap(errs.PathTraversal, "modeldir", err, "%s: link does not resolve", p)
+	}
+	blobs, err := filepath.EvalSymlinks(d.blobs)
+	if err != nil || filepath.Dir(target) != blobs {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links outside the cache's blobs folder", p)
+	}
+	info, err := os.Lstat(target)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links to something that is not a regular file", p)
+	}
+	return info, target, nil
+}
+
+// Open opens the regular file at p for reading.
+func (d *Dir) Open(p string) (formats.ReadAtCloser, error) {
+	info, cacheTarget, err := d.lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	var f *os.File
+	if cacheTarget != "" {
+		f, err = os.Open(cacheTarget)
+	} else {
+		f, err = d.root.Open(filepath.FromSlash(p))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	// What was opened must be what was checked: a file swapped for a link
+	// or a device in between is refused.
+	st, err := f.Stat()
+	if err != nil || !os.SameFile(st, info) {
+		f.Close()
+		return nil, errs.New(errs.PathTraversal, "modeldir", "%s changed while it was opened", p)
+	}
+	return &file{File: f, size: st.Size()}, nil
+}
+
+type file struct {
+	*os.File
+	size int64
+}
+
+func (f *file) Size() int64 { return f.size }
+
+// SortedFiles returns the files whose names match keep, sorted.
+func (d *Dir) SortedFiles(keep func(string) bool) []string {
+	var out []string
+	for _, f := range d.Files {
+		if keep(f) {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Ext is the lowercase extension of a slash path ("model.SafeTensors" →
+// ".safetensors").
+func Ext(p string) string { return strings.ToLower(path.Ext(p)) }

@@ -1,0 +1,254 @@
+// Package restorer checks a model version out of a store into a directory:
+// byte-identical as it was added, or re-laid-out by its codec's planner.
+//
+// Every blob is hashed as it is read. Each file is written in order by one
+// goroutine while workers fetch and verify the blobs ahead of it, so the
+// file's BLAKE3 is computed on the way. Re-laid-out files are parsed again
+// and their tensors re-hashed before the checkout reports success. The
+// destination appears whole or not at all: files are written into a temp
+// directory beside it, synced, and renamed into place.
+package restorer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+// Options say how to check a version out.
+type Options struct {
+	// Format is the container to write; "" means the one it was added as.
+	Format string
+	// MaxShardSize, when > 0, re-shards the tensors into files of at most
+	// this many bytes (a larger tensor gets a file of its own).
+	MaxShardSize int64
+	// Tensors, when non-empty, selects the tensors whose names match one of
+	// these glob patterns (path.Match syntax).
+	Tensors []string
+	// Force replaces an existing non-empty destination.
+	Force    bool
+	Workers  int
+	Progress progress.Reporter
+}
+
+// Result describes a checkout.
+type Result struct {
+	Digest   objects.Digest `json:"digest"`
+	Dest     string         `json:"dest"`
+	Format   string         `json:"format"`
+	Files    int            `json:"files"`
+	Tensors  int            `json:"tensors"`
+	Bytes    int64          `json:"bytes"`
+	Relayout bool           `json:"relayout"` // false: byte-identical to what was added
+}
+
+// Checkout writes version d of st into dest.
+func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest string, opts Options) (*Result, error) {
+	var m *objects.Manifest
+	if err := st.View(func(tx *bolt.Tx) (err error) {
+		m, err = store.Manifest(tx, d)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	p, err := makePlan(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	dest, err = filepath.Abs(dest)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: %w", err)
+	}
+	if err := checkDest(dest, opts.Force); err != nil {
+		return nil, err
+	}
+	tmp, err := makeTempBeside(dest)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed into place
+
+	if opts.Progress != nil {
+		opts.Progress.Start(p.bytes())
+		defer opts.Progress.Finish()
+	}
+	if err := writeAll(ctx, st, p, tmp, opts); err != nil {
+		return nil, err
+	}
+	if p.relayout {
+		if err := verifyRelayout(ctx, p, tmp); err != nil {
+			return nil, err
+		}
+	}
+	if err := publish(tmp, dest); err != nil {
+		return nil, err
+	}
+	return &Result{Digest: d, Dest: dest, Format: p.format, Files: len(p.files), Tensors: len(p.tensors),
+		Bytes: p.bytes(), Relayout: p.relayout}, nil
+}
+
+// writeAll writes every file of the plan under root, two files at a time
+// with the blob fetches of each running ahead of its writer.
+func writeAll(ctx context.Context, st *store.Store, p *plan, root string, opts Options) error {
+	n := opts.Workers
+	if n <= 0 {
+		n = runtime.NumCPU() + 1
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(2)
+	for _, f := range p.files {
+		g.Go(func() error { return writeFile(ctx, st, f, root, n, opts.Progress) })
+	}
+	return g.Wait()
+}
+
+// checkDest refuses a destination that exists and is not an empty directory,
+// unless force is given.
+func checkDest(dest string, force bool) error {
+	info, err := os.Lstat(dest)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	if info.IsDir() {
+		entries, err := os.ReadDir(dest)
+		if err != nil {
+			return fmt.Errorf("checkout: %w", err)
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+	}
+	if !force {
+		return errs.New(errs.Conflict, "checkout", "%s exists and is not empty; choose another destination or pass --force to replace it", dest)
+	}
+	return nil
+}
+
+func makeTempBeside(dest string) (string, error) {
+	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("checkout: %w", err)
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(parent, ".mstore-checkout-"+filepath.Base(dest)+"-"+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("checkout: %w", err)
+	}
+	return tmp, nil
+}
+
+// publish makes the written tree durable and moves it to dest, replacing
+// whatever is there (checkDest allowed it).
+func publish(tmp, dest string) error {
+	if err := syncFS(tmp); err != nil {
+		return err
+	}
+	var old string
+	if _, err := os.Lstat(dest); err == nil {
+		var rnd [6]byte
+		rand.Read(rnd[:])
+		old = filepath.Join(filepath.Dir(dest), ".mstore-old-"+filepath.Base(dest)+"-"+hex.EncodeToString(rnd[:]))
+		if err := os.Rename(dest, old); err != nil {
+			return fmt.Errorf("checkout: move aside %s: %w", dest, err)
+		}
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		if old != "" {
+			os.Rename(old, dest)
+		}
+		return fmt.Errorf("checkout: %w", err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("checkout: remove replaced %s: %w", old, err)
+		}
+	}
+	return syncDir(filepath.Dir(dest))
+}
+
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("checkout: syncfs: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// MatchAny reports whether name matches one of the glob patterns.
+func MatchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidPatterns checks glob patterns before any work is done.
+func ValidPatterns(patterns []string) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil || strings.TrimSpace(p) == "" {
+			return errs.New(errs.SchemaError, "checkout", "--tensors pattern %q is not a valid glob", p)
+		}
+	}
+	return nil
+}
+
+// ReadSmallFile returns the bytes of a stored file of m of at most limit
+// bytes (config.json for `show`), each blob verified.
+func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) ([]byte, error) {
+	f := m.File(p)
+	if f == nil {
+		return nil, errs.New(errs.NotFound, "checkout", "%s is not part of this version", p)
+	}
+	if f.Size > limit {
+		return nil, errs.New(errs.SizeLimitExceeded, "checkout", "%s is %d bytes, more than %d", p, f.Size, limit)
+	}
+	out := make([]byte, 0, f.Size)
+	for _, pc := range storedFile(m, *f).pieces {
+		switch {
+		case pc.zeros:
+			out = append(out, make([]byte, pc.size)...)
+		default:
+			b, err := st.ReadBlob(pc.blob, pc.size, nil)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b...)
+		}
+	}
+	return out, objects.Verify(out, f.Digest, p)
+}

@@ -1,0 +1,116 @@
+package restorer
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}
+
+var zeroBuf = make([]byte, 1<<16)
+
+type fetched struct {
+	buf  *[]byte
+	data []byte
+	err  error
+}
+
+// writeFile writes f under root in order, hashing it on the way, while up to
+// window blob reads (each verified against its digest) run ahead of it.
+func writeFile(ctx context.Context, st *store.Store, f planFile, root string, window int, prog progress.Reporter) (err error) {
+	full := filepath.Join(root, filepath.FromSlash(f.path))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	out, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("checkout: %w", cerr)
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]chan fetched, len(f.pieces))
+	for i, pc := range f.pieces {
+		if pc.literal == nil && !pc.zeros {
+			results[i] = make(chan fetched, 1) // buffered: a fetch never blocks after a cancel
+		}
+	}
+	sem := make(chan struct{}, window)
+	go func() {
+		for i, pc := range f.pieces {
+			if results[i] == nil {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				bp := bufPool.Get().(*[]byte)
+				data, err := st.ReadBlob(pc.blob, pc.size, *bp)
+				results[i] <- fetched{buf: bp, data: data, err: err}
+			}()
+		}
+	}()
+
+	hs := objects.NewHasher()
+	w := bufio.NewWriterSize(out, 1<<20)
+	write := func(b []byte) error {
+		hs.Write(b)
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("checkout: write %s: %w", f.path, err)
+		}
+		if prog != nil {
+			prog.Add(int64(len(b)))
+		}
+		return nil
+	}
+	for i, pc := range f.pieces {
+		switch {
+		case pc.literal != nil:
+			err = write(pc.literal)
+		case pc.zeros:
+			for left := pc.size; left > 0 && err == nil; left -= min(left, int64(len(zeroBuf))) {
+				err = write(zeroBuf[:min(left, int64(len(zeroBuf)))])
+			}
+		default:
+			var r fetched
+			select {
+			case r = <-results[i]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			<-sem
+			if r.err != nil {
+				return r.err
+			}
+			err = write(r.data)
+			bufPool.Put(r.buf)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("checkout: write %s: %w", f.path, err)
+	}
+	if got := hs.Digest(); f.want != nil && got != *f.want {
+		return errs.New(errs.IntegrityError, "checkout", "%s: written file hashes to %s, the manifest says %s", f.path, got.Short(), f.want.Short())
+	}
+	return nil
+}

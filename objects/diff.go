@@ -1,0 +1,135 @@
+package objects
+
+import "sort"
+
+// Change is how one tensor or file differs between two versions.
+type Change string
+
+const (
+	Added     Change = "added"
+	Removed   Change = "removed"
+	Changed   Change = "changed"
+	Unchanged Change = "unchanged"
+)
+
+// TensorDiff is one tensor's change, by name.
+type TensorDiff struct {
+	Name   string `json:"name"`
+	Change Change `json:"change"`
+	// FromBytes and ToBytes are the tensor's sizes in each version (0 where
+	// absent); DType and Shape show what changed besides the bytes.
+	FromBytes int64   `json:"from_bytes"`
+	ToBytes   int64   `json:"to_bytes"`
+	FromDType string  `json:"from_dtype,omitempty"`
+	ToDType   string  `json:"to_dtype,omitempty"`
+	FromShape []int64 `json:"from_shape,omitempty"`
+	ToShape   []int64 `json:"to_shape,omitempty"`
+	// NewChunkBytes is how many of the new version's bytes are in chunks the
+	// old tensor does not have: what storing the change costs.
+	NewChunkBytes int64 `json:"new_chunk_bytes"`
+}
+
+// FileDiff is one file's change, by path.
+type FileDiff struct {
+	Path   string   `json:"path"`
+	Role   FileRole `json:"role"`
+	Change Change   `json:"change"`
+}
+
+// Diff compares two manifests tensor by tensor and file by file.
+type Diff struct {
+	Tensors []TensorDiff     `json:"tensors"`
+	Files   []FileDiff       `json:"files"`
+	Count   map[Change]int   `json:"count"`
+	Bytes   map[Change]int64 `json:"bytes"` // tensor bytes, in the newer version (older for removed)
+}
+
+// Compare returns what changed from a to b.
+func Compare(a, b *Manifest) Diff {
+	d := Diff{Count: map[Change]int{}, Bytes: map[Change]int64{}}
+	old := map[string]Tensor{}
+	for _, t := range a.Tensors {
+		old[t.Name] = t
+	}
+	seen := map[string]bool{}
+	for _, t := range b.Tensors {
+		seen[t.Name] = true
+		td := TensorDiff{Name: t.Name, ToBytes: t.Size, ToDType: t.DType, ToShape: t.Shape}
+		o, ok := old[t.Name]
+		switch {
+		case !ok:
+			td.Change, td.NewChunkBytes = Added, t.Size
+		case o.Digest == t.Digest && o.DType == t.DType && equalInts(o.Shape, t.Shape):
+			td.Change, td.FromBytes, td.FromDType, td.FromShape = Unchanged, o.Size, o.DType, o.Shape
+		default:
+			td.Change, td.FromBytes, td.FromDType, td.FromShape = Changed, o.Size, o.DType, o.Shape
+			td.NewChunkBytes = newChunkBytes(o, t)
+		}
+		d.Tensors = append(d.Tensors, td)
+	}
+	for _, t := range a.Tensors {
+		if !seen[t.Name] {
+			d.Tensors = append(d.Tensors, TensorDiff{Name: t.Name, Change: Removed, FromBytes: t.Size, FromDType: t.DType, FromShape: t.Shape})
+		}
+	}
+	sort.Slice(d.Tensors, func(i, j int) bool { return d.Tensors[i].Name < d.Tensors[j].Name })
+	for _, t := range d.Tensors {
+		d.Count[t.Change]++
+		if t.Change == Removed {
+			d.Bytes[t.Change] += t.FromBytes
+		} else {
+			d.Bytes[t.Change] += t.ToBytes
+		}
+	}
+
+	oldFiles := map[string]File{}
+	for _, f := range a.Files {
+		oldFiles[f.Path] = f
+	}
+	for _, f := range b.Files {
+		fd := FileDiff{Path: f.Path, Role: f.Role, Change: Added}
+		if o, ok := oldFiles[f.Path]; ok {
+			fd.Change = Changed
+			if o.Digest == f.Digest {
+				fd.Change = Unchanged
+			}
+			delete(oldFiles, f.Path)
+		}
+		d.Files = append(d.Files, fd)
+	}
+	for _, f := range a.Files {
+		if _, ok := oldFiles[f.Path]; ok {
+			d.Files = append(d.Files, FileDiff{Path: f.Path, Role: f.Role, Change: Removed})
+		}
+	}
+	sort.Slice(d.Files, func(i, j int) bool { return d.Files[i].Path < d.Files[j].Path })
+	return d
+}
+
+// newChunkBytes counts the bytes of b's chunks that a does not have.
+func newChunkBytes(a, b Tensor) int64 {
+	have := map[Digest]bool{}
+	for _, c := range a.Chunks {
+		have[c] = true
+	}
+	var n int64
+	for i, c := range b.Chunks {
+		if !have[c] {
+			_, size := ChunkBounds(b.Size, i)
+			n += size
+		}
+	}
+	return n
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

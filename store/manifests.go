@@ -1,0 +1,75 @@
+package store
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+)
+
+// PutManifest records a manifest's canonical bytes under their digest. The
+// blobs it needs must be recorded in the same transaction or before.
+func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
+	b := tx.Bucket(bucketManifests)
+	if b.Get(d[:]) != nil {
+		return nil
+	}
+	if err := b.Put(d[:], bytes.Clone(encoded)); err != nil {
+		return fmt.Errorf("store: record manifest: %w", err)
+	}
+	return nil
+}
+
+// Manifest reads and decodes the manifest d, checking its digest.
+func Manifest(tx *bolt.Tx, d objects.Digest) (*objects.Manifest, error) {
+	v := tx.Bucket(bucketManifests).Get(d[:])
+	if v == nil {
+		return nil, errs.New(errs.NotFound, "store", "no manifest %s in this store", d.Short())
+	}
+	if err := objects.Verify(v, d, "manifest "+d.Short()); err != nil {
+		return nil, err
+	}
+	return objects.DecodeManifest(bytes.Clone(v))
+}
+
+// ManifestIndex answers digest questions about the manifests in one
+// transaction; refs.Resolve uses it.
+type ManifestIndex struct{ Tx *bolt.Tx }
+
+// HasManifest reports whether the manifest d is recorded.
+func (m ManifestIndex) HasManifest(d objects.Digest) bool {
+	return m.Tx.Bucket(bucketManifests).Get(d[:]) != nil
+}
+
+// ManifestsWithPrefix lists the manifests whose hex digest starts with prefix.
+func (m ManifestIndex) ManifestsWithPrefix(prefix string) []objects.Digest {
+	// Seek to the bytes of the even-length part of the prefix, then filter.
+	even := prefix[:len(prefix)/2*2]
+	seek, err := hex.DecodeString(even)
+	if err != nil {
+		return nil
+	}
+	var out []objects.Digest
+	c := m.Tx.Bucket(bucketManifests).Cursor()
+	for k, _ := c.Seek(seek); k != nil && bytes.HasPrefix(k, seek); k, _ = c.Next() {
+		var d objects.Digest
+		copy(d[:], k)
+		if len(d.String()) >= len(prefix) && d.String()[:len(prefix)] == prefix {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ForEachManifest calls fn with every manifest digest.
+func ForEachManifest(tx *bolt.Tx, fn func(objects.Digest) error) error {
+	return tx.Bucket(bucketManifests).ForEach(func(k, _ []byte) error {
+		var d objects.Digest
+		copy(d[:], k)
+		return fn(d)
+	})
+}

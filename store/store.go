@@ -1,0 +1,166 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+)
+
+// FormatVersion is the store layout this build reads and writes.
+const FormatVersion = 1
+
+const (
+	indexFile  = "index.db"
+	objectsDir = "objects"
+	tmpDir     = "tmp"
+)
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketBlobs     = []byte("blobs")
+	bucketManifests = []byte("manifests")
+)
+
+// Options tune how a store is opened.
+type Options struct {
+	// LockTimeout bounds how long a command waits for another one's lock on
+	// the index. Zero means the default, 30 s (never forever).
+	LockTimeout time.Duration
+}
+
+// Store is an open store directory.
+type Store struct {
+	dir  string
+	opts Options
+}
+
+// Open opens the store at dir. With create, a missing store is created.
+func Open(dir string, create bool, opts Options) (*Store, error) {
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = 30 * time.Second
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{dir: abs, opts: opts}
+	if _, err := os.Stat(filepath.Join(abs, indexFile)); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		if !create {
+			return nil, &errs.Error{Class: errs.NotFound, Pkg: "store", Path: abs, Offset: -1,
+				Msg: "no store here (run `mstore init` or `mstore add`, which creates one)"}
+		}
+		if err := s.create(); err != nil {
+			return nil, err
+		}
+	}
+	return s, s.View(s.checkFormat)
+}
+
+// Dir is the store's absolute directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) create() error {
+	for _, d := range []string{s.dir, filepath.Join(s.dir, objectsDir), filepath.Join(s.dir, tmpDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("store: create: %w", err)
+		}
+	}
+	err := s.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if meta.Get([]byte("format")) == nil {
+			if err := meta.Put([]byte("format"), u64(FormatVersion)); err != nil {
+				return err
+			}
+			if err := meta.Put([]byte("chunk_size"), u64(objects.ChunkSize)); err != nil {
+				return err
+			}
+		}
+		for _, b := range [][]byte{bucketBlobs, bucketManifests} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return refs.Init(tx)
+	})
+	if err != nil {
+		return fmt.Errorf("store: create: %w", err)
+	}
+	return syncDir(s.dir)
+}
+
+func (s *Store) checkFormat(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errs.New(errs.IntegrityError, "store", "%s has no format record", filepath.Join(s.dir, indexFile))
+	}
+	if v := getU64(meta.Get([]byte("format"))); v != FormatVersion {
+		return errs.New(errs.UnsupportedVersion, "store", "store format %d (this build knows %d)", v, FormatVersion)
+	}
+	if v := getU64(meta.Get([]byte("chunk_size"))); v != objects.ChunkSize {
+		return errs.New(errs.UnsupportedVersion, "store", "store chunk size %d (this build uses %d)", v, objects.ChunkSize)
+	}
+	return nil
+}
+
+func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(filepath.Join(s.dir, indexFile), 0o644, &bolt.Options{
+		Timeout:  s.opts.LockTimeout,
+		ReadOnly: readOnly,
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, errs.New(errs.Conflict, "store", "another mstore command holds the store's lock (waited %s); try again when it has finished", s.opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open index: %w", err)
+	}
+	return db, nil
+}
+
+// View runs fn in a read-only transaction. Values read inside must be copied
+// before fn returns.
+func (s *Store) View(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(fn)
+}
+
+// Update runs fn in a read-write transaction, committed durably when fn
+// returns nil.
+func (s *Store) Update(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(false)
+	if err != nil {
+		return err
+	}
+	if err := db.Update(fn); err != nil {
+		db.Close()
+		return err
+	}
+	return db.Close()
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

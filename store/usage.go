@@ -1,0 +1,61 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/objects"
+)
+
+// Usage is what a store holds: logical bytes of all its versions against the
+// bytes it really keeps.
+type Usage struct {
+	Versions     int   `json:"versions"`
+	Blobs        int   `json:"blobs"`
+	LogicalBytes int64 `json:"logical_bytes"` // sum of every version's file sizes
+	BlobBytes    int64 `json:"blob_bytes"`    // sum of recorded blob sizes
+	IndexBytes   int64 `json:"index_bytes"`   // index.db on disk
+	StoredBytes  int64 `json:"stored_bytes"`  // blob bytes + index
+}
+
+// DedupRatio is logical bytes per stored byte.
+func (u Usage) DedupRatio() float64 {
+	if u.StoredBytes == 0 {
+		return 0
+	}
+	return float64(u.LogicalBytes) / float64(u.StoredBytes)
+}
+
+// Usage adds up the store's versions and blobs.
+func (s *Store) Usage() (Usage, error) {
+	var u Usage
+	err := s.View(func(tx *bolt.Tx) error {
+		err := ForEachManifest(tx, func(d objects.Digest) error {
+			m, err := Manifest(tx, d)
+			if err != nil {
+				return err
+			}
+			u.Versions++
+			u.LogicalBytes += m.LogicalBytes()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return ForEachBlob(tx, func(r BlobRecord) error {
+			u.Blobs++
+			u.BlobBytes += r.Size
+			return nil
+		})
+	})
+	if err != nil {
+		return u, err
+	}
+	if info, err := os.Stat(filepath.Join(s.dir, indexFile)); err == nil {
+		u.IndexBytes = info.Size()
+	}
+	u.StoredBytes = u.BlobBytes + u.IndexBytes
+	return u, nil
+}
