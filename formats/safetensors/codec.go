@@ -1,0 +1,201 @@
+package safetensors
+
+import (
+	"math"
+	"path"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// Codec is the SafeTensors codec.
+var Codec formats.Codec = codec{}
+
+type codec struct{}
+
+// Name is the format's key in manifests.
+func (codec) Name() string { return "safetensors" }
+
+// Claims reports whether p is a SafeTensors file or a shard index.
+func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p) }
+
+// Parse reads the headers of the .safetensors files among paths and the
+// shard indexes, checks them against each other and returns the layout:
+// files in path order; each .safetensors file as its frame (length prefix
+// and header, padding included) then its tensors in data-offset order; each
+// index as one frame. Tensor data is never read.
+func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+	var containers, indexPaths []string
+	for _, p := range paths {
+		switch {
+		case isIndexName(p):
+			indexPaths = append(indexPaths, p)
+		case isContainerName(p):
+			containers = append(containers, p)
+		default:
+			return nil, errs.New(errs.SchemaError, pkg, "%s is not a SafeTensors file or index", p)
+		}
+	}
+	isContainer := map[string]bool{}
+	for _, p := range containers {
+		isContainer[p] = true
+	}
+
+	// Indexes first: they are small, and a name that would leave the
+	// directory is refused before anything is opened.
+	indexes := map[string]*index{}
+	owner := map[string]*index{} // shard path → the index that names it
+	for _, p := range indexPaths {
+		idx, err := readIndex(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range idx.shards {
+			if !isContainer[s] {
+				return nil, errs.At(errs.SchemaError, pkg, p, 0, "weight_map names shard %s, which is not among the model's .safetensors files", s)
+			}
+			if other := owner[s]; other != nil {
+				return nil, errs.At(errs.SchemaError, pkg, p, 0, "shard %s is also named by %s", s, other.path)
+			}
+			owner[s] = idx
+		}
+		if err := checkShardSet(idx); err != nil {
+			return nil, err
+		}
+		indexes[p] = idx
+	}
+
+	headers := map[string]*header{}
+	sizes := map[string]int64{}
+	for _, p := range containers {
+		h, size, err := readHeader(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		headers[p], sizes[p] = h, size
+		if owner[p] != nil {
+			continue
+		}
+		if id, ok := parseShardName(p); ok {
+			want := indexFor(id.prefix)
+			if indexes[want] != nil {
+				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
+			}
+			return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard has no index: %s is missing", want)
+		}
+	}
+
+	// Names must be unique across the model before an index is checked, so
+	// that a tensor's file is well defined.
+	fileOf := map[string]string{}
+	for _, p := range containers {
+		for _, e := range headers[p].tensors {
+			if other, dup := fileOf[e.name]; dup {
+				return nil, errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
+			}
+			fileOf[e.name] = p
+		}
+	}
+	for _, p := range indexPaths {
+		if err := checkIndex(indexes[p], headers, fileOf); err != nil {
+			return nil, err
+		}
+	}
+
+	l := &formats.Layout{Format: Codec.Name()}
+	for _, p := range paths {
+		if idx := indexes[p]; idx != nil {
+			l.Files = append(l.Files, formats.File{
+				Path: p, Size: idx.size, Index: true,
+				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.size}},
+			})
+			continue
+		}
+		h := headers[p]
+		f := formats.File{Path: p, Size: sizes[p], Meta: h.meta}
+		f.Extents = append(make([]formats.Extent, 0, 1+len(h.tensors)),
+			formats.Extent{Kind: formats.Frame, Size: h.frameSize})
+		for _, e := range h.tensors {
+			f.Extents = append(f.Extents, formats.Extent{
+				Kind: formats.TensorData, Offset: h.frameSize + e.begin, Size: e.end - e.begin, Tensor: len(l.Tensors),
+			})
+			l.Tensors = append(l.Tensors, formats.Tensor{Name: e.name, DType: e.dtype, Shape: e.shape, Size: e.end - e.begin})
+		}
+		l.Files = append(l.Files, f)
+	}
+	return l, nil
+}
+
+// checkShardSet checks that the shards an index names with K-of-N names
+// form complete sets: every K from 1 to N, one N per prefix.
+func checkShardSet(idx *index) error {
+	type set struct {
+		n    int
+		have map[int]bool
+	}
+	sets := map[string]*set{}
+	var prefixes []string
+	for _, s := range idx.shards {
+		id, ok := parseShardName(s)
+		if !ok {
+			continue
+		}
+		if id.k < 1 || id.k > id.n {
+			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s: number %d is not between 1 and %d", s, id.k, id.n)
+		}
+		st := sets[id.prefix]
+		if st == nil {
+			st = &set{n: id.n, have: map[int]bool{}}
+			sets[id.prefix] = st
+			prefixes = append(prefixes, id.prefix)
+		}
+		if st.n != id.n {
+			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s says %d shards, another says %d", s, id.n, st.n)
+		}
+		st.have[id.k] = true
+	}
+	for _, prefix := range prefixes {
+		st := sets[prefix]
+		// Stops at the first gap, so a huge N costs at most len(have) steps.
+		for k := 1; k <= st.n; k++ {
+			if !st.have[k] {
+				return errs.At(errs.SchemaError, pkg, idx.path, 0,
+					"shard %d of %d of %s is missing from the weight_map", k, st.n, path.Base(prefix))
+			}
+		}
+	}
+	return nil
+}
+
+// checkIndex checks an index against the headers of its shards: the
+// weight_map must place exactly the tensors of each shard, in that shard,
+// and total_size must be the sum of their sizes.
+func checkIndex(idx *index, headers map[string]*header, fileOf map[string]string) error {
+	named := make(map[string]bool, len(idx.weightMap))
+	for _, m := range idx.weightMap {
+		named[m.tensor] = true
+		got, ok := fileOf[m.tensor]
+		switch {
+		case !ok:
+			return errs.At(errs.SchemaError, pkg, idx.path, m.at, "weight_map names tensor %q, which no file holds (expected in %s)", m.tensor, m.shard)
+		case got != m.shard:
+			return errs.At(errs.SchemaError, pkg, idx.path, m.at, "weight_map puts tensor %q in %s, but it is in %s", m.tensor, m.shard, got)
+		}
+	}
+	var total int64
+	for _, s := range idx.shards {
+		for _, e := range headers[s].tensors {
+			if !named[e.name] {
+				return errs.At(errs.SchemaError, pkg, idx.path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
+			}
+			if total > math.MaxInt64-(e.end-e.begin) {
+				return errs.At(errs.SchemaError, pkg, idx.path, -1, "the shards' sizes overflow")
+			}
+			total += e.end - e.begin
+		}
+	}
+	if idx.totalSize >= 0 && idx.totalSize != total {
+		return errs.At(errs.SchemaError, pkg, idx.path, idx.totalAt, "metadata.total_size is %d, the shards' tensors hold %d bytes", idx.totalSize, total)
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package safetensors
+
+import (
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+)
+
+const (
+	containerSuffix = ".safetensors"
+	indexSuffix     = ".safetensors.index.json"
+)
+
+// MaxIndexSize bounds a shard index, which is read whole. 100 MB holds the
+// weight_map of millions of tensors.
+const MaxIndexSize = 100_000_000
+
+func isIndexName(p string) bool     { return strings.HasSuffix(p, indexSuffix) }
+func isContainerName(p string) bool { return strings.HasSuffix(p, containerSuffix) }
+
+// shardName matches Hugging Face's shard names, PREFIX-0000K-of-0000N.
+var shardName = regexp.MustCompile(`^(.*)-([0-9]+)-of-([0-9]+)\.safetensors$`)
+
+// shardID is what a shard's name says about it.
+type shardID struct {
+	prefix string // with the directory, e.g. "sub/model"
+	k, n   int
+}
+
+func parseShardName(p string) (shardID, bool) {
+	m := shardName.FindStringSubmatch(path.Base(p))
+	if m == nil {
+		return shardID{}, false
+	}
+	k, err1 := strconv.Atoi(m[2])
+	n, err2 := strconv.Atoi(m[3])
+	if err1 != nil || err2 != nil {
+		return shardID{}, false // too many digits to be a real shard number
+	}
+	return shardID{prefix: path.Join(path.Dir(p), m[1]), k: k, n: n}, true
+}
+
+// indexFor is the index path that goes with a shard's prefix.
+func indexFor(prefix string) string { return prefix + indexSuffix }
+
+// index is a parsed PREFIX.safetensors.index.json.
+type index struct {
+	path      string
+	size      int64
+	weightMap []mapping // in file order
+	shards    []string  // the distinct shard paths it names, sorted
+	totalSize int64     // -1 when metadata.total_size is absent
+	totalAt   int64
+}
+
+// mapping is one weight_map entry; shard is resolved against the index's
+// directory.
+type mapping struct {
+	tensor, shard string
+	at            int64
+}
+
+// readIndex reads and checks the syntax of an index, and that every shard it
+// names is a clean path inside the model directory.
+func readIndex(dir formats.Dir, p string) (*index, error) {
+	f, err := dir.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := f.Size()
+	if size > MaxIndexSize {
+		return nil, errs.At(errs.SizeLimitExceeded, pkg, p, 0, "index of %d bytes is over the %d-byte limit", size, MaxIndexSize)
+	}
+	b := make([]byte, size) // bounded just above
+	if err := readFull(f, b, 0, p); err != nil {
+		return nil, err
+	}
+	return parseIndex(p, b)
+}
+
+func parseIndex(p string, b []byte) (*index, error) {
+	r, err := newJSONReader(b, 0, p)
+	if err != nil {
+		return nil, err
+	}
+	idx := &index{path: p, size: int64(len(b)), totalSize: -1}
+	if r.peek() != '{' {
+		return nil, r.fail(errs.SchemaError, "index is not a JSON object")
+	}
+	var haveMetadata, haveWeightMap bool
+	err = r.object(func(key string, keyAt int64) error {
+		switch {
+		case key == "metadata" && !haveMetadata:
+			haveMetadata = true
+			return readIndexMetadata(r, idx)
+		case key == "weight_map" && !haveWeightMap:
+			haveWeightMap = true
+			return readWeightMap(r, idx)
+		case key == "metadata" || key == "weight_map":
+			return errs.At(errs.SchemaError, pkg, p, keyAt, "duplicate key %q", key)
+		default:
+			return errs.At(errs.SchemaError, pkg, p, keyAt, "unknown key %q (an index has metadata and weight_map)", key)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	if !haveWeightMap {
+		return nil, errs.At(errs.SchemaError, pkg, p, 0, "index has no weight_map")
+	}
+	if len(idx.shards) == 0 {
+		return nil, errs.At(errs.SchemaError, pkg, p, 0, "index names no shards: its weight_map is empty")
+	}
+	return idx, nil
+}
+
+// readIndexMetadata reads {"total_size": N, ...}; other keys (such as
+// total_parameters, which newer transformers write) are skipped, but must
+// not repeat.
+func readIndexMetadata(r *jsonReader, idx *index) error {
+	if r.null() {
+		return nil
+	}
+	seen := map[string]bool{}
+	return r.object(func(key string, keyAt int64) error {
+		if seen[key] {
+			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "duplicate metadata key %q", key)
+		}
+		seen[key] = true
+		if key != "total_size" {
+			return r.skip()
+		}
+		idx.totalAt = r.offset()
+		v, err := r.uint("total_size")
+		if err != nil {
+			return err
+		}
+		idx.totalSize = int64(min(v, 1<<63-1)) // saturated: cannot match any real sum
+		return nil
+	})
+}
+
+func readWeightMap(r *jsonReader, idx *index) error {
+	seen := map[string]bool{}
+	shards := map[string]bool{}
+	dir := path.Dir(idx.path)
+	err := r.object(func(tensor string, keyAt int64) error {
+		if seen[tensor] {
+			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "weight_map names tensor %q twice", tensor)
+		}
+		seen[tensor] = true
+		if r.peek() != '"' {
+			return r.fail(errs.SchemaError, "weight_map value of %q must be a file name", tensor)
+		}
+		valueAt := r.offset()
+		file, err := r.str()
+		if err != nil {
+			return err
+		}
+		if !isMemberPath(file) {
+			return errs.At(errs.PathTraversal, pkg, r.path, valueAt,
+				"weight_map puts %q in %q, which is not a clean relative path inside the model directory", tensor, file)
+		}
+		shard := path.Join(dir, file)
+		shards[shard] = true
+		idx.weightMap = append(idx.weightMap, mapping{tensor: tensor, shard: shard, at: keyAt})
+		return nil
+	})
+	for s := range shards {
+		idx.shards = append(idx.shards, s)
+	}
+	sort.Strings(idx.shards)
+	return err
+}
+
+// isMemberPath reports whether p, a path named inside the model, stays in
+// the model directory on every system: a clean relative slash path (no
+// "..", no leading "/", no backslash), no drive or stream colon, and no
+// Unicode look-alikes of slashes or of dot segments that a careless tool
+// might normalise into real ones.
+func isMemberPath(p string) bool {
+	if !objects.IsCleanPath(p) || strings.ContainsRune(p, ':') || strings.ContainsAny(p, confusableSlashes) {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.Trim(seg, confusableDots) == "" {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	confusableSlashes = "\u2044\u2215\u29f8\uff0f\u2216\u29f9\ufe68\uff3c"
+	confusableDots    = ".\u2024\u2025\ufe52\uff0e"
+)

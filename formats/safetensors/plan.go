@@ -1,0 +1,306 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// PlanOptions says how Plan lays tensors out.
+type PlanOptions struct {
+	// Metadata is written as __metadata__ (first in the header, keys
+	// sorted) in every file; it is left out when empty.
+	Metadata map[string]string
+	// MaxShardSize, when positive, splits the tensors into Hugging Face
+	// style shards of at most this many bytes of tensor data (headers are
+	// not counted, as in transformers' max_shard_size). When everything
+	// fits in one shard, one unsharded file is written, as transformers
+	// does.
+	MaxShardSize int64
+	// Name is the files' name without extension: NAME.safetensors, or
+	// NAME-0000K-of-0000N.safetensors and NAME.safetensors.index.json. It
+	// may start with a directory ("sub/model"). Default "model".
+	Name string
+}
+
+// DefaultName is the name Plan uses when PlanOptions.Name is empty.
+const DefaultName = "model"
+
+// Plan lays tensors out as canonical SafeTensors files, without I/O. The
+// tensors keep the given order, within and across shards. Each header is
+// what the reference writer emits for that order: compact JSON,
+// {"dtype","shape","data_offsets"} per tensor, padded with spaces to a
+// multiple of 8 bytes so that the data that follows is aligned. Frame
+// extents carry their literal bytes.
+//
+// Sharding is greedy: a new shard starts when the next tensor would take
+// the current one past MaxShardSize and the current one is not empty, so a
+// tensor larger than the limit gets a shard of its own. (Hugging Face's
+// splitter moves such a tensor ahead of the shard being filled; keeping the
+// given order is simpler to check and loads the same.)
+//
+// Every tensor's Size must match its dtype and shape (schema_error); a dtype
+// SafeTensors does not have is unsupported_version; names must be unique
+// valid UTF-8 (schema_error).
+func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
+	name := opts.Name
+	if name == "" {
+		name = DefaultName
+	}
+	if !isMemberPath(name + indexSuffix) {
+		return nil, errs.New(errs.PathTraversal, pkg, "plan: name %q is not a clean relative path", name)
+	}
+	if err := checkPlanInput(tensors, opts.Metadata); err != nil {
+		return nil, err
+	}
+	shards := splitShards(tensors, opts.MaxShardSize)
+
+	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
+	for i, t := range tensors {
+		t.Shape = append([]int64{}, t.Shape...)
+		l.Tensors[i] = t
+	}
+	var meta map[string]string
+	if len(opts.Metadata) > 0 {
+		meta = make(map[string]string, len(opts.Metadata))
+		for k, v := range opts.Metadata {
+			meta[k] = v
+		}
+	}
+	shardPaths := make([]string, len(shards))
+	for k, members := range shards {
+		shardPaths[k] = name + containerSuffix
+		if len(shards) > 1 {
+			shardPaths[k] = fmt.Sprintf("%s-%05d-of-%05d%s", name, k+1, len(shards), containerSuffix)
+		}
+		f, err := planFile(shardPaths[k], tensors, members, meta)
+		if err != nil {
+			return nil, err
+		}
+		l.Files = append(l.Files, f)
+	}
+	if len(shards) > 1 {
+		body := indexJSON(tensors, shards, shardPaths)
+		l.Files = append(l.Files, formats.File{
+			Path: name + indexSuffix, Size: int64(len(body)), Index: true,
+			Extents: []formats.Extent{{Kind: formats.Frame, Size: int64(len(body)), Bytes: body}},
+		})
+	}
+	sort.Slice(l.Files, func(i, j int) bool { return l.Files[i].Path < l.Files[j].Path })
+	return l, nil
+}
+
+func checkPlanInput(tensors []formats.Tensor, meta map[string]string) error {
+	seen := make(map[string]bool, len(tensors))
+	var total int64
+	for _, t := range tensors {
+		if seen[t.Name] {
+			return errs.New(errs.SchemaError, pkg, "plan: tensor %q appears twice", t.Name)
+		}
+		seen[t.Name] = true
+		if !utf8.ValidString(t.Name) || t.Name == metadataKey {
+			return errs.New(errs.SchemaError, pkg, "plan: %q cannot be a SafeTensors tensor name", t.Name)
+		}
+		size, err := TensorSize(t.DType, t.Shape)
+		if err != nil {
+			return locate(err, "", -1, t.Name)
+		}
+		if size != t.Size {
+			return errs.New(errs.SchemaError, pkg, "plan: tensor %q has size %d, %s%v needs %d", t.Name, t.Size, t.DType, t.Shape, size)
+		}
+		if total > math.MaxInt64/2-size { // leaves room for headers
+			return errs.New(errs.SizeLimitExceeded, pkg, "plan: tensors total more than 2^62 bytes")
+		}
+		total += size
+	}
+	for k, v := range meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return errs.New(errs.SchemaError, pkg, "plan: metadata %q is not valid UTF-8", k)
+		}
+	}
+	return nil
+}
+
+// splitShards groups tensor indexes into shards; see Plan. There is always
+// at least one shard, possibly empty.
+func splitShards(tensors []formats.Tensor, limit int64) [][]int {
+	var shards [][]int
+	var cur []int
+	var curSize int64
+	for i, t := range tensors {
+		if limit > 0 && len(cur) > 0 && t.Size > limit-curSize {
+			shards = append(shards, cur)
+			cur, curSize = nil, 0
+		}
+		cur = append(cur, i)
+		curSize += t.Size
+	}
+	return append(shards, cur)
+}
+
+func planFile(p string, tensors []formats.Tensor, members []int, meta map[string]string) (formats.File, error) {
+	hdr := []byte{'{'}
+	if len(meta) > 0 {
+		hdr = appendCompactString(hdr, metadataKey)
+		hdr = append(hdr, ':', '{')
+		for i, k := range sortedKeys(meta) {
+			if i > 0 {
+				hdr = append(hdr, ',')
+			}
+			hdr = appendCompactString(hdr, k)
+			hdr = append(hdr, ':')
+			hdr = appendCompactString(hdr, meta[k])
+		}
+		hdr = append(hdr, '}')
+	}
+	var off int64
+	for _, i := range members {
+		t := tensors[i]
+		if len(hdr) > 1 {
+			hdr = append(hdr, ',')
+		}
+		hdr = appendCompactString(hdr, t.Name)
+		hdr = append(hdr, `:{"dtype":`...)
+		hdr = appendCompactString(hdr, t.DType)
+		hdr = append(hdr, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				hdr = append(hdr, ',')
+			}
+			hdr = strconv.AppendInt(hdr, d, 10)
+		}
+		hdr = append(hdr, `],"data_offsets":[`...)
+		hdr = strconv.AppendInt(hdr, off, 10)
+		hdr = append(hdr, ',')
+		off += t.Size
+		hdr = strconv.AppendInt(hdr, off, 10)
+		hdr = append(hdr, ']', '}')
+		if len(hdr) > MaxHeaderSize {
+			break // refused below; stop growing
+		}
+	}
+	hdr = append(hdr, '}')
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	if len(hdr) > MaxHeaderSize {
+		return formats.File{}, errs.New(errs.SizeLimitExceeded, pkg, "plan: %s: header over the %d-byte limit", p, MaxHeaderSize)
+	}
+	frame := binary.LittleEndian.AppendUint64(make([]byte, 0, lengthPrefix+len(hdr)), uint64(len(hdr)))
+	frame = append(frame, hdr...)
+	frameSize := int64(len(frame))
+	f := formats.File{Path: p, Size: frameSize + off, Meta: meta}
+	f.Extents = append(make([]formats.Extent, 0, 1+len(members)),
+		formats.Extent{Kind: formats.Frame, Size: frameSize, Bytes: frame})
+	pos := frameSize
+	for _, i := range members {
+		f.Extents = append(f.Extents, formats.Extent{Kind: formats.TensorData, Offset: pos, Size: tensors[i].Size, Tensor: i})
+		pos += tensors[i].Size
+	}
+	return f, nil
+}
+
+// indexJSON writes the index as transformers' save_pretrained does:
+// json.dumps({"metadata": {"total_size": N}, "weight_map": {...}},
+// indent=2, sort_keys=True) + "\n".
+func indexJSON(tensors []formats.Tensor, shards [][]int, shardPaths []string) []byte {
+	weightMap := make(map[string]string, len(tensors))
+	var total int64
+	for k, members := range shards {
+		for _, i := range members {
+			weightMap[tensors[i].Name] = path.Base(shardPaths[k])
+			total += tensors[i].Size
+		}
+	}
+	b := []byte("{\n  \"metadata\": {\n    \"total_size\": ")
+	b = strconv.AppendInt(b, total, 10)
+	b = append(b, "\n  },\n  \"weight_map\": {"...)
+	for i, name := range sortedKeys(weightMap) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n    "...)
+		b = appendASCIIString(b, name)
+		b = append(b, ": "...)
+		b = appendASCIIString(b, weightMap[name])
+	}
+	return append(b, "\n  }\n}\n"...)
+}
+
+// sortedKeys returns m's keys in byte order, which for UTF-8 is code point
+// order, the order of Python's sort_keys.
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// appendCompactString quotes s as serde_json does (the reference writer):
+// only '"', '\\' and control bytes are escaped; other text is kept as UTF-8.
+func appendCompactString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		b = appendEscapedByte(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// appendASCIIString quotes s as Python's json.dumps does by default
+// (ensure_ascii): everything outside printable ASCII becomes \uXXXX, with
+// surrogate pairs above U+FFFF.
+func appendASCIIString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r < 0x20 || r == '"' || r == '\\':
+			b = appendEscapedByte(b, byte(r))
+		case r < 0x7f:
+			b = append(b, byte(r))
+		case r > 0xffff:
+			r -= 0x10000
+			b = appendU4(b, 0xd800+(r>>10))
+			b = appendU4(b, 0xdc00+(r&0x3ff))
+		default:
+			b = appendU4(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+func appendEscapedByte(b []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(b, '\\', '"')
+	case '\\':
+		return append(b, '\\', '\\')
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	if c < 0x20 {
+		return appendU4(b, rune(c))
+	}
+	return append(b, c)
+}
+
+func appendU4(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+}
