@@ -155,7 +155,7 @@ func TestParseRefusesTensorInTwoShards(t *testing.T) {
 	files := map[string][]byte{
 		"model-00001-of-00002.safetensors": rawFile(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, []byte{1}),
 		"model-00002-of-00002.safetensors": rawFile(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, []byte{1, 2}),
-		indexPath: []byte(`{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}`),
+		indexPath:                          []byte(`{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}`),
 	}
 	_, err := parseFiles(files)
 	checkRefusal(t, err, errs.SchemaError, `tensor "a" is also in model-00001-of-00002.safetensors`)
