@@ -1,0 +1,199 @@
+package archiver
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "store"), true, store.Options{LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func writeModel(t *testing.T, dir string, spec testmodel.Spec) {
+	t.Helper()
+	files, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testmodel.Write(dir, files); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+// The manifest is canonical: the same model, moved and renamed, added to
+// another store, has the same digest.
+func TestSameModelSameDigestFromAnyDirectory(t *testing.T) {
+	root := t.TempDir()
+	first := filepath.Join(root, "a", "model")
+	writeModel(t, first, testmodel.Tiny)
+	r1, err := Add(context.Background(), newStore(t), first, Options{Name: "m", Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(root, "elsewhere", "renamed-model")
+	os.MkdirAll(filepath.Dir(moved), 0o755)
+	if err := os.Rename(first, moved); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Add(context.Background(), newStore(t), moved, Options{Name: "other/name", Message: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Digest != r2.Digest {
+		t.Fatalf("digests differ: %s vs %s", r1.Digest, r2.Digest)
+	}
+	if r1.Tensors != len(testmodel.Tiny.Tensors()) || r1.Files != 6 {
+		t.Fatalf("result %+v", r1)
+	}
+}
+
+func TestAddingTwiceWritesNothingNew(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	st := newStore(t)
+	r1, err := Add(context.Background(), st, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Add(context.Background(), st, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Name != "m" || r1.NewBytes == 0 || !r1.Moved {
+		t.Fatalf("first add %+v", r1)
+	}
+	if r2.Digest != r1.Digest || r2.NewBytes != 0 || r2.NewBlobs != 0 || r2.Moved {
+		t.Fatalf("second add %+v", r2)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	root := t.TempDir()
+	h5 := filepath.Join(root, "model.h5")
+	os.WriteFile(h5, []byte("\x89HDF\r\n\x1a\n"), 0o644)
+	engine := filepath.Join(root, "m.engine")
+	os.WriteFile(engine, []byte("x"), 0o644)
+	empty := filepath.Join(root, "empty")
+	os.Mkdir(empty, 0o755)
+	text := filepath.Join(root, "notes.txt")
+	os.WriteFile(text, []byte("hello"), 0o644)
+	linked := filepath.Join(root, "linked")
+	writeModel(t, linked, testmodel.Tiny)
+	os.WriteFile(filepath.Join(root, "secret"), []byte("outside"), 0o644)
+	os.Symlink(filepath.Join(root, "secret"), filepath.Join(linked, "vocab.txt"))
+	for _, tc := range []struct {
+		path string
+		want errs.Class
+		says string
+	}{
+		{h5, errs.UnsupportedVersion, "run code"},
+		{engine, errs.UnsupportedVersion, "TensorRT"},
+		{empty, errs.UnsupportedVersion, "no model container"},
+		{text, errs.UnsupportedVersion, "no model container"},
+		{linked, errs.PathTraversal, "symbolic link"},
+		{filepath.Join(root, "missing"), errs.NotFound, "does not exist"},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			st := newStore(t)
+			_, err := Add(context.Background(), st, tc.path, Options{Name: "x"})
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v, want %s saying %q", err, tc.want.Key(), tc.says)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(st.Dir(), "objects")); len(entries) != 0 {
+				t.Fatalf("refused add left blobs: %v", entries)
+			}
+		})
+	}
+}
+
+// A Hugging Face cache snapshot's files are links into the repo's blobs/;
+// those are followed, and links anywhere else are still refused.
+func TestHuggingFaceCacheSnapshot(t *testing.T) {
+	repo := filepath.Join(t.TempDir(), "models--acme--tiny")
+	snap := filepath.Join(repo, "snapshots", "0123abcd")
+	blobs := filepath.Join(repo, "blobs")
+	os.MkdirAll(snap, 0o755)
+	os.MkdirAll(blobs, 0o755)
+	files, _ := testmodel.Tiny.Build()
+	for p, b := range files {
+		blob := filepath.Join(blobs, objects.Sum(b).String())
+		os.WriteFile(blob, b, 0o644)
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", filepath.Base(blob)), filepath.Join(snap, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := newStore(t)
+	plain := filepath.Join(t.TempDir(), "tiny")
+	writeModel(t, plain, testmodel.Tiny)
+	want, err := Add(context.Background(), st, plain, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Add(context.Background(), st, snap, Options{Name: "tiny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != want.Digest {
+		t.Fatalf("snapshot digest %s, plain %s", got.Digest, want.Digest)
+	}
+	outside := filepath.Join(t.TempDir(), "evil")
+	os.WriteFile(outside, []byte("{}"), 0o644)
+	os.Symlink(outside, filepath.Join(snap, "extra.json"))
+	if _, err := Add(context.Background(), st, snap, Options{Name: "tiny"}); !errors.Is(err, errs.PathTraversal) {
+		t.Fatalf("link outside blobs/: err = %v, want path_traversal", err)
+	}
+}
+
+func TestDTypeMismatch(t *testing.T) {
+	bf16 := []objects.Tensor{{Name: "w", DType: "BF16"}, {Name: "ids", DType: "I64"}}
+	for _, tc := range []struct {
+		config string
+		warns  bool
+	}{
+		{`{"torch_dtype": "bfloat16"}`, false},
+		{`{"torch_dtype": "float16"}`, true},
+		{`{"dtype": "float32"}`, true},
+		{`{"torch_dtype": "torch.bfloat16"}`, false},
+		{`{}`, false},
+		{`not json`, false},
+	} {
+		if got := DTypeMismatch([]byte(tc.config), bf16); (got != "") != tc.warns {
+			t.Errorf("%s: warning %q", tc.config, got)
+		}
+	}
+	if DTypeMismatch([]byte(`{"torch_dtype":"float16"}`), []objects.Tensor{{DType: "I32"}}) != "" {
+		t.Error("warned about a model without floating-point tensors")
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	for in, want := range map[string]string{
+		"/x/Qwen2.5-0.5B/":         "Qwen2.5-0.5B",
+		"model.safetensors":        "model",
+		"a/b/tiny.SafeTensors":     "tiny",
+		"archive.tar.gz":           "archive",
+		"/models/.safetensors":     ".safetensors",
+		"relative/dir/with.dots.d": "with.dots.d",
+	} {
+		if got := DefaultName(in); got != want {
+			t.Errorf("DefaultName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
