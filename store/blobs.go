@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,27 +26,62 @@ type Encoding byte
 
 const (
 	_ Encoding = iota
-	// EncodingRaw is the bytes as they are, one file per blob.
+	// EncodingRaw is one file per blob, objects/ab/<digest>.
 	EncodingRaw
+	// EncodingPacked is a run of a pack file, objects/packs/<id>.pack:
+	// small blobs share packs so that a model of many small tensors costs a
+	// few files, not one per tensor.
+	EncodingPacked
 )
+
+// PackThreshold is the size below which a blob goes into a pack file.
+const PackThreshold = 1 << 20
+
+// packTarget is the size at which a pack file is closed and another begun.
+const packTarget = 64 << 20
+
+// PackID names a pack file.
+type PackID [16]byte
+
+func (p PackID) String() string { return hex.EncodeToString(p[:]) }
 
 // BlobRecord is what the index knows of a blob.
 type BlobRecord struct {
 	Digest   objects.Digest
 	Size     int64
 	Encoding Encoding
+	Pack     PackID // for EncodingPacked
+	Offset   int64  // in the pack, for EncodingPacked
 }
 
+// Record layout: encoding(1) size(8) [pack(16) offset(8)].
 func encodeBlobRecord(r BlobRecord) []byte {
-	b := []byte{byte(r.Encoding)}
-	return append(b, u64(uint64(r.Size))...)
+	b := append([]byte{byte(r.Encoding)}, u64(uint64(r.Size))...)
+	if r.Encoding == EncodingPacked {
+		b = append(b, r.Pack[:]...)
+		b = append(b, u64(uint64(r.Offset))...)
+	}
+	return b
 }
 
 func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
-	if len(b) != 9 || Encoding(b[0]) != EncodingRaw {
-		return BlobRecord{}, errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
+	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
+	if len(b) < 9 {
+		return BlobRecord{}, bad
 	}
-	return BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:]))}, nil
+	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
+	switch {
+	case r.Encoding == EncodingRaw && len(b) == 9:
+	case r.Encoding == EncodingPacked && len(b) == 9+16+8:
+		copy(r.Pack[:], b[9:25])
+		r.Offset = int64(getU64(b[25:]))
+	default:
+		return BlobRecord{}, bad
+	}
+	if r.Size < 0 || r.Offset < 0 {
+		return BlobRecord{}, bad
+	}
+	return r, nil
 }
 
 // BlobPath is the file that holds a raw blob.
@@ -52,117 +90,191 @@ func (s *Store) BlobPath(d objects.Digest) string {
 	return filepath.Join(s.dir, objectsDir, h[:2], h)
 }
 
-// HasBlobFile reports whether a blob's file exists under its final name. Such
-// a file always holds durable bytes (see the package comment).
-func (s *Store) HasBlobFile(d objects.Digest) bool {
-	_, err := os.Stat(s.BlobPath(d))
-	return err == nil
+// PackPath is the file of a pack.
+func (s *Store) PackPath(id PackID) string {
+	return filepath.Join(s.dir, objectsDir, "packs", id.String()+".pack")
 }
 
-// ReadBlob reads blob d into buf (grown as needed) and checks its digest:
-// a mismatch or a missing file is an integrity_error.
-func (s *Store) ReadBlob(d objects.Digest, size int64, buf []byte) ([]byte, error) {
-	f, err := os.Open(s.BlobPath(d))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is missing from the store (run `mstore fsck`)", d.Short())
-		}
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	defer f.Close()
-	if int64(cap(buf)) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s is shorter than %d bytes", d.Short(), size)
-	}
-	if n, _ := f.Read(make([]byte, 1)); n != 0 {
-		return nil, errs.New(errs.IntegrityError, "store", "blob %s is longer than %d bytes", d.Short(), size)
-	}
-	if err := objects.Verify(buf, d, "blob "+d.Short()); err != nil {
-		return nil, err
-	}
-	return buf, nil
+// BlobSet is a snapshot of the blobs a store has recorded.
+type BlobSet struct{ sorted []objects.Digest }
+
+// Has reports whether d was recorded when the snapshot was taken.
+func (b *BlobSet) Has(d objects.Digest) bool {
+	i := sort.Search(len(b.sorted), func(i int) bool { return bytes.Compare(b.sorted[i][:], d[:]) >= 0 })
+	return i < len(b.sorted) && b.sorted[i] == d
+}
+
+// KnownBlobs takes a snapshot of every recorded blob digest (32 bytes each),
+// so that an add can skip what the store has without holding the index
+// open while it hashes.
+func (s *Store) KnownBlobs() (*BlobSet, error) {
+	set := &BlobSet{}
+	err := s.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).ForEach(func(k, _ []byte) error {
+			set.sorted = append(set.sorted, objects.Digest(k))
+			return nil
+		})
+	})
+	return set, err // bbolt iterates in key order: sorted already
 }
 
 // BlobWriter writes a batch of new blobs. Put may be called from many
 // goroutines; Commit makes every blob durable under its final name; Abort
 // removes what Commit did not.
 type BlobWriter struct {
-	s       *Store
+	s     *Store
+	known *BlobSet
+
 	mu      sync.Mutex
-	pending map[objects.Digest]string // digest → temp path
-	written []BlobRecord
+	claimed map[objects.Digest]bool
+	loose   []looseBlob
+	pack    *openPack   // the pack small blobs are appended to
+	packs   []*openPack // full packs, closed
+	err     error       // a failed pack write poisons the batch
 }
 
-// NewBlobWriter starts a batch.
-func (s *Store) NewBlobWriter() *BlobWriter {
-	return &BlobWriter{s: s, pending: map[objects.Digest]string{}}
+type looseBlob struct {
+	rec BlobRecord
+	tmp string
 }
 
-// Put stores data as blob d unless the store or the batch already has it.
-// It reports whether it wrote the blob. The caller has computed d from data.
+type openPack struct {
+	id   PackID
+	tmp  string
+	f    *os.File
+	size int64
+	recs []BlobRecord
+}
+
+// NewBlobWriter starts a batch; blobs in known are not written again.
+func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
+	if known == nil {
+		known = &BlobSet{}
+	}
+	return &BlobWriter{s: s, known: known, claimed: map[objects.Digest]bool{}}
+}
+
+// Put stores data as blob d unless the store or the batch already has it,
+// and reports whether it wrote it. The caller has computed d from data.
 func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 	w.mu.Lock()
-	_, dup := w.pending[d]
-	if !dup {
-		w.pending[d] = "" // claimed; the path follows
+	if w.err != nil {
+		defer w.mu.Unlock()
+		return false, w.err
 	}
-	w.mu.Unlock()
-	if dup || w.s.HasBlobFile(d) {
-		if !dup {
-			w.mu.Lock()
-			delete(w.pending, d)
-			w.mu.Unlock()
-		}
+	if w.claimed[d] || w.known.Has(d) {
+		w.mu.Unlock()
 		return false, nil
 	}
+	w.claimed[d] = true
+	if len(data) < PackThreshold {
+		defer w.mu.Unlock()
+		if err := w.appendToPack(d, data); err != nil {
+			w.err = err
+			return false, err
+		}
+		return true, nil
+	}
+	w.mu.Unlock()
 	tmp, err := w.s.writeTemp(d.String(), data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
-		w.mu.Lock()
-		delete(w.pending, d)
-		w.mu.Unlock()
+		delete(w.claimed, d)
 		return false, err
 	}
-	w.mu.Lock()
-	w.pending[d] = tmp
-	w.written = append(w.written, BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingRaw})
-	w.mu.Unlock()
+	w.loose = append(w.loose, looseBlob{rec: BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingRaw}, tmp: tmp})
 	return true, nil
 }
 
+// appendToPack writes a small blob at the end of the open pack; w.mu is held.
+func (w *BlobWriter) appendToPack(d objects.Digest, data []byte) error {
+	if w.pack == nil {
+		p := &openPack{}
+		rand.Read(p.id[:])
+		p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
+		f, err := os.OpenFile(p.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		p.f = f
+		w.pack = p
+	}
+	p := w.pack
+	if _, err := p.f.Write(data); err != nil {
+		return fmt.Errorf("store: write pack: %w", err)
+	}
+	p.recs = append(p.recs, BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingPacked, Pack: p.id, Offset: p.size})
+	p.size += int64(len(data))
+	if p.size >= packTarget {
+		return w.closePack()
+	}
+	return nil
+}
+
+func (w *BlobWriter) closePack() error {
+	if w.pack == nil {
+		return nil
+	}
+	p := w.pack
+	w.pack = nil
+	w.packs = append(w.packs, p)
+	if err := p.f.Close(); err != nil {
+		return fmt.Errorf("store: close pack: %w", err)
+	}
+	p.f = nil
+	return nil
+}
+
 // Commit makes the batch durable: one sync of the filesystem for the temp
-// files' bytes, the renames, one more for the directory entries.
+// files' bytes, the renames, one more for the directory entries. It returns
+// the records to put in the index.
 func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.written) == 0 {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if err := w.closePack(); err != nil {
+		return nil, err
+	}
+	if len(w.loose) == 0 && len(w.packs) == 0 {
 		return nil, nil
 	}
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
-	dirs := map[string]bool{}
-	for _, r := range w.written {
-		final := w.s.BlobPath(r.Digest)
-		dir := filepath.Dir(final)
-		if !dirs[dir] {
+	var out []BlobRecord
+	made := map[string]bool{}
+	publish := func(tmp, final string) error {
+		if dir := filepath.Dir(final); !made[dir] {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("store: %w", err)
+				return fmt.Errorf("store: %w", err)
 			}
-			dirs[dir] = true
+			made[dir] = true
 		}
-		if err := os.Rename(w.pending[r.Digest], final); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
+		if err := os.Rename(tmp, final); err != nil {
+			return fmt.Errorf("store: %w", err)
 		}
-		delete(w.pending, r.Digest)
+		return nil
 	}
+	for _, b := range w.loose {
+		if err := publish(b.tmp, w.s.BlobPath(b.rec.Digest)); err != nil {
+			return nil, err
+		}
+		out = append(out, b.rec)
+	}
+	w.loose = nil
+	for _, p := range w.packs {
+		if err := publish(p.tmp, w.s.PackPath(p.id)); err != nil {
+			return nil, err
+		}
+		out = append(out, p.recs...)
+	}
+	w.packs = nil
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
-	out := w.written
-	w.written = nil
 	return out, nil
 }
 
@@ -170,13 +282,14 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 func (w *BlobWriter) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for d, p := range w.pending {
-		if p != "" {
-			os.Remove(p)
-		}
-		delete(w.pending, d)
+	w.closePack()
+	for _, b := range w.loose {
+		os.Remove(b.tmp)
 	}
-	w.written = nil
+	for _, p := range w.packs {
+		os.Remove(p.tmp)
+	}
+	w.loose, w.packs = nil, nil
 }
 
 // writeTemp writes data to a new file in tmp/ whose name starts with name.
@@ -222,9 +335,94 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// RecordBlobs adds records for blobs whose files are durable. Records that
-// exist are left as they are.
+// BlobReader reads blobs, keeping pack files open between reads. It is safe
+// for concurrent use.
+type BlobReader struct {
+	s     *Store
+	mu    sync.Mutex
+	packs map[PackID]*os.File
+}
+
+// NewBlobReader returns a reader; Close it when done.
+func (s *Store) NewBlobReader() *BlobReader {
+	return &BlobReader{s: s, packs: map[PackID]*os.File{}}
+}
+
+// Read reads the blob rec names into buf (grown as needed) and checks its
+// digest: a mismatch, a short read or a missing file is an integrity_error.
+func (r *BlobReader) Read(rec BlobRecord, buf []byte) ([]byte, error) {
+	if int64(cap(buf)) < rec.Size {
+		buf = make([]byte, rec.Size)
+	}
+	buf = buf[:rec.Size]
+	missing := func(err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return errs.New(errs.IntegrityError, "store", "blob %s is missing from the store (run `mstore fsck`)", rec.Digest.Short())
+		}
+		return errs.Wrap(errs.IntegrityError, "store", err, "blob %s: unreadable", rec.Digest.Short())
+	}
+	switch rec.Encoding {
+	case EncodingRaw:
+		f, err := os.Open(r.s.BlobPath(rec.Digest))
+		if err != nil {
+			return nil, missing(err)
+		}
+		defer f.Close()
+		if _, err := io.ReadFull(f, buf); err != nil {
+			return nil, missing(err)
+		}
+		if n, _ := f.Read(make([]byte, 1)); n != 0 {
+			return nil, errs.New(errs.IntegrityError, "store", "blob %s is longer than %d bytes", rec.Digest.Short(), rec.Size)
+		}
+	case EncodingPacked:
+		f, err := r.pack(rec.Pack)
+		if err != nil {
+			return nil, missing(err)
+		}
+		if _, err := f.ReadAt(buf, rec.Offset); err != nil {
+			return nil, missing(err)
+		}
+	default:
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s: unknown encoding %d", rec.Digest.Short(), rec.Encoding)
+	}
+	if err := objects.Verify(buf, rec.Digest, "blob "+rec.Digest.Short()); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (r *BlobReader) pack(id PackID) (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.packs[id]; ok {
+		return f, nil
+	}
+	f, err := os.Open(r.s.PackPath(id))
+	if err != nil {
+		return nil, err
+	}
+	r.packs[id] = f
+	return f, nil
+}
+
+// Close closes the pack files the reader opened.
+func (r *BlobReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, f := range r.packs {
+		f.Close()
+		delete(r.packs, id)
+	}
+	return nil
+}
+
+// RecordBlobs adds records for blobs whose files are durable. A blob already
+// recorded keeps its record (its bytes are the same).
 func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
+	// bbolt inserts into a node by shifting it until the commit splits it:
+	// keys in order append, random keys make a large batch quadratic.
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) })
 	b := tx.Bucket(bucketBlobs)
 	for _, r := range recs {
 		if b.Get(r.Digest[:]) != nil {
@@ -247,15 +445,31 @@ func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
 	return r, err == nil, err
 }
 
+// Records returns the index records of the blobs ds; a blob the index does
+// not know is an integrity_error (a manifest needs it).
+func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
+	out := make(map[objects.Digest]BlobRecord, len(ds))
+	for _, d := range ds {
+		r, ok, err := Blob(tx, d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+		}
+		out[d] = r
+	}
+	return out, nil
+}
+
 // ForEachBlob calls fn for every recorded blob.
 func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
 	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
-		var d objects.Digest
-		copy(d[:], k)
-		r, err := decodeBlobRecord(d, v)
+		r, err := decodeBlobRecord(objects.Digest(k), v)
 		if err != nil {
 			return err
 		}
 		return fn(r)
 	})
 }
+

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -40,79 +41,149 @@ func TestOpenRefusesOtherFormatVersion(t *testing.T) {
 	}
 }
 
-func TestBlobWriterCommitsDurableFilesAndDedups(t *testing.T) {
-	st := newStore(t)
-	data := []byte("tensor bytes")
-	d := objects.Sum(data)
-	w := st.NewBlobWriter()
-	if wrote, err := w.Put(d, data); err != nil || !wrote {
-		t.Fatalf("first Put = %v, %v", wrote, err)
-	}
-	if wrote, _ := w.Put(d, data); wrote {
-		t.Fatal("the same blob was written twice in one batch")
-	}
-	if st.HasBlobFile(d) {
-		t.Fatal("blob visible under its final name before Commit")
+// commit writes blobs in one batch and records them.
+func commit(t *testing.T, st *Store, blobs ...[]byte) []BlobRecord {
+	t.Helper()
+	w := st.NewBlobWriter(nil)
+	for _, b := range blobs {
+		if _, err := w.Put(objects.Sum(b), b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	recs, err := w.Commit()
-	if err != nil || len(recs) != 1 || recs[0].Size != int64(len(data)) {
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+var (
+	small = []byte("a small tensor: packed")
+	large = bytes.Repeat([]byte("a large chunk: one file. "), PackThreshold/16)
+)
+
+func TestBlobWriterCommitsDurableFilesAndDedups(t *testing.T) {
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	for _, data := range [][]byte{small, large} {
+		d := objects.Sum(data)
+		if wrote, err := w.Put(d, data); err != nil || !wrote {
+			t.Fatalf("first Put = %v, %v", wrote, err)
+		}
+		if wrote, _ := w.Put(d, data); wrote {
+			t.Fatal("the same blob was written twice in one batch")
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(st.Dir(), objectsDir)); len(entries) != 0 {
+		t.Fatalf("blobs visible under objects/ before Commit: %v", entries)
+	}
+	recs, err := w.Commit()
+	if err != nil || len(recs) != 2 {
 		t.Fatalf("Commit = %v, %v", recs, err)
 	}
-	if !st.HasBlobFile(d) {
-		t.Fatal("blob missing after Commit")
+	byEnc := map[Encoding]BlobRecord{}
+	for _, r := range recs {
+		byEnc[r.Encoding] = r
+	}
+	if byEnc[EncodingPacked].Size != int64(len(small)) || byEnc[EncodingRaw].Size != int64(len(large)) {
+		t.Fatalf("records %+v", recs)
+	}
+	if _, err := os.Stat(st.BlobPath(objects.Sum(large))); err != nil {
+		t.Fatal("large blob file missing after Commit")
+	}
+	if _, err := os.Stat(st.PackPath(byEnc[EncodingPacked].Pack)); err != nil {
+		t.Fatal("pack missing after Commit")
 	}
 	if left, _ := os.ReadDir(filepath.Join(st.Dir(), tmpDir)); len(left) != 0 {
 		t.Fatalf("temp files left: %v", left)
 	}
-	if wrote, _ := st.NewBlobWriter().Put(d, data); wrote {
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	known, err := st.KnownBlobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrote, _ := st.NewBlobWriter(known).Put(objects.Sum(small), small); wrote {
 		t.Fatal("a blob the store has was written again")
 	}
-	got, err := st.ReadBlob(d, int64(len(data)), nil)
-	if err != nil || string(got) != string(data) {
-		t.Fatalf("ReadBlob = %q, %v", got, err)
+	r := st.NewBlobReader()
+	defer r.Close()
+	for _, rec := range recs {
+		got, err := r.Read(rec, nil)
+		if err != nil || objects.Sum(got) != rec.Digest {
+			t.Fatalf("Read %v: %v", rec.Encoding, err)
+		}
 	}
 }
 
 func TestAbortRemovesTempFiles(t *testing.T) {
 	st := newStore(t)
-	w := st.NewBlobWriter()
-	data := []byte("never committed")
-	if _, err := w.Put(objects.Sum(data), data); err != nil {
-		t.Fatal(err)
+	w := st.NewBlobWriter(nil)
+	for _, data := range [][]byte{small, large} {
+		if _, err := w.Put(objects.Sum(data), data); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.Abort()
 	if left, _ := os.ReadDir(filepath.Join(st.Dir(), tmpDir)); len(left) != 0 {
 		t.Fatalf("temp files left after Abort: %v", left)
 	}
-	if st.HasBlobFile(objects.Sum(data)) {
-		t.Fatal("aborted blob was published")
+	if entries, _ := os.ReadDir(filepath.Join(st.Dir(), objectsDir)); len(entries) != 0 {
+		t.Fatalf("aborted blobs were published: %v", entries)
 	}
 }
 
-func TestReadBlobDetectsCorruptionAndLoss(t *testing.T) {
-	st := newStore(t)
-	data := []byte("0123456789abcdef")
-	d := objects.Sum(data)
-	w := st.NewBlobWriter()
-	w.Put(d, data)
-	if _, err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	p := st.BlobPath(d)
-	os.Chmod(p, 0o644)
-	flipped := append([]byte{}, data...)
-	flipped[3] ^= 0x10
-	for name, content := range map[string][]byte{"bit flip": flipped, "short": data[:5], "long": append(data, 'x')} {
-		if err := os.WriteFile(p, content, 0o644); err != nil {
-			t.Fatal(err)
+func TestReadDetectsCorruptionAndLoss(t *testing.T) {
+	for _, data := range [][]byte{small, large} {
+		st := newStore(t)
+		rec := commit(t, st, []byte("neighbour"), data)[1]
+		path, off := st.BlobPath(rec.Digest), int64(0)
+		if rec.Encoding == EncodingPacked {
+			path, off = st.PackPath(rec.Pack), rec.Offset
 		}
-		if _, err := st.ReadBlob(d, int64(len(data)), nil); !errors.Is(err, errs.IntegrityError) {
-			t.Fatalf("%s: err = %v, want integrity_error", name, err)
+		orig, _ := os.ReadFile(path)
+		os.Chmod(path, 0o644)
+		flipped := bytes.Clone(orig)
+		flipped[off+3] ^= 0x10
+		cases := map[string][]byte{"bit flip": flipped, "short": orig[:off+5]}
+		if rec.Encoding == EncodingRaw {
+			cases["long"] = append(bytes.Clone(orig), 'x')
+		}
+		for name, content := range cases {
+			if err := os.WriteFile(path, content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := st.NewBlobReader()
+			if _, err := r.Read(rec, nil); !errors.Is(err, errs.IntegrityError) {
+				t.Fatalf("%v %s: err = %v, want integrity_error", rec.Encoding, name, err)
+			}
+			r.Close()
+		}
+		os.Remove(path)
+		if _, err := st.NewBlobReader().Read(rec, nil); !errors.Is(err, errs.IntegrityError) {
+			t.Fatalf("missing: err = %v, want integrity_error", err)
 		}
 	}
-	os.Remove(p)
-	if _, err := st.ReadBlob(d, int64(len(data)), nil); !errors.Is(err, errs.IntegrityError) {
-		t.Fatalf("missing: err = %v, want integrity_error", err)
+}
+
+func TestBlobRecordRoundTrip(t *testing.T) {
+	for _, r := range []BlobRecord{
+		{Digest: objects.Sum(small), Size: 22, Encoding: EncodingRaw},
+		{Digest: objects.Sum(large), Size: 1 << 20, Encoding: EncodingPacked, Pack: PackID{1, 2, 3}, Offset: 12345},
+	} {
+		got, err := decodeBlobRecord(r.Digest, encodeBlobRecord(r))
+		if err != nil || got != r {
+			t.Fatalf("round trip %+v → %+v, %v", r, got, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {1}, {3, 0, 0, 0, 0, 0, 0, 0, 1}, append([]byte{2}, make([]byte, 8)...)} {
+		if _, err := decodeBlobRecord(objects.Digest{}, bad); !errors.Is(err, errs.IntegrityError) {
+			t.Fatalf("record %x: err = %v", bad, err)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -26,7 +27,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app := newApp()
+	if path := os.Getenv("MSTORE_CPUPROFILE"); path != "" { // for developers measuring mstore
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	err := app.RunContext(ctx, reorderArgs(app, os.Args))
+	pprof.StopCPUProfile()
 	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
 }
 

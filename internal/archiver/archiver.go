@@ -93,7 +93,11 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 
-	w := st.NewBlobWriter()
+	known, err := st.KnownBlobs()
+	if err != nil {
+		return nil, err
+	}
+	w := st.NewBlobWriter(known)
 	defer w.Abort()
 	h, err := hashAndStore(ctx, dir, layout, files, w, opts)
 	if err != nil {
@@ -102,7 +106,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err := checkUnchanged(dir, files, before); err != nil {
 		return nil, err
 	}
-	m, blobs := h.manifest(layout, files)
+	m := h.manifest(layout, files)
 	digest, encoded, err := m.Digest()
 	if err != nil {
 		return nil, err
@@ -126,8 +130,13 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		now = opts.Now
 	}
 	err = st.Update(func(tx *bolt.Tx) error {
-		if err := store.RecordBlobs(tx, blobs); err != nil {
+		if err := store.RecordBlobs(tx, written); err != nil {
 			return err
+		}
+		// Blobs the store had when the add began must still be there: a
+		// version is committed only with everything it needs.
+		if _, err := store.Records(tx, m.Blobs()); err != nil {
+			return errs.Wrap(errs.IntegrityError, "add", err, "a blob this version needs left the store while it was being added; add it again")
 		}
 		if err := store.PutManifest(tx, digest, encoded); err != nil {
 			return err

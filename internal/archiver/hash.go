@@ -205,23 +205,14 @@ func checkZeros(s *span, b []byte) error {
 	return nil
 }
 
-// manifest builds the manifest from the layout and the digests, and lists
-// the blobs it needs with their sizes.
-func (h *hashes) manifest(l *formats.Layout, files []fileWork) (*objects.Manifest, []store.BlobRecord) {
-	var blobs []store.BlobRecord
-	addBlobs := func(s *span) {
-		for i, d := range s.chunks {
-			_, n := objects.ChunkBounds(s.size, i)
-			blobs = append(blobs, store.BlobRecord{Digest: d, Size: n, Encoding: store.EncodingRaw})
-		}
-	}
+// manifest builds the manifest from the layout and the digests.
+func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest {
 	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format}
 	for i, t := range l.Tensors {
 		s := h.tensors[i]
 		if s.size == 0 {
 			s.digest = objects.Sum(nil)
 		}
-		addBlobs(s)
 		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{}, t.Shape...),
 			Size: t.Size, Digest: s.digest, Chunks: s.chunks})
 	}
@@ -242,7 +233,6 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) (*objects.Manifes
 				me.Kind = objects.ExtentZeros
 			case formats.Frame:
 				s := h.frames[[2]int{fi, ei}]
-				addBlobs(s)
 				me.Kind, me.Data = objects.ExtentFrame, &objects.Data{Digest: s.digest, Chunks: s.chunks}
 			}
 			mf.Extents = append(mf.Extents, me)
@@ -261,5 +251,5 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) (*objects.Manifes
 	if m.Tensors == nil {
 		m.Tensors = []objects.Tensor{}
 	}
-	return m, blobs
+	return m
 }

@@ -71,6 +71,11 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
+	blobs, err := openBlobs(st, p)
+	if err != nil {
+		return nil, err
+	}
+	defer blobs.Close()
 	dest, err = filepath.Abs(dest)
 	if err != nil {
 		return nil, fmt.Errorf("checkout: %w", err)
@@ -88,7 +93,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		opts.Progress.Start(p.bytes())
 		defer opts.Progress.Finish()
 	}
-	if err := writeAll(ctx, st, p, tmp, opts); err != nil {
+	if err := writeAll(ctx, blobs, p, tmp, opts); err != nil {
 		return nil, err
 	}
 	if p.relayout {
@@ -105,7 +110,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 
 // writeAll writes every file of the plan under root, two files at a time
 // with the blob fetches of each running ahead of its writer.
-func writeAll(ctx context.Context, st *store.Store, p *plan, root string, opts Options) error {
+func writeAll(ctx context.Context, blobs *blobSource, p *plan, root string, opts Options) error {
 	n := opts.Workers
 	if n <= 0 {
 		n = runtime.NumCPU() + 1
@@ -113,7 +118,7 @@ func writeAll(ctx context.Context, st *store.Store, p *plan, root string, opts O
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(2)
 	for _, f := range p.files {
-		g.Go(func() error { return writeFile(ctx, st, f, root, n, opts.Progress) })
+		g.Go(func() error { return writeFile(ctx, blobs, f, root, n, opts.Progress) })
 	}
 	return g.Wait()
 }
@@ -237,13 +242,19 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 	if f.Size > limit {
 		return nil, errs.New(errs.SizeLimitExceeded, "checkout", "%s is %d bytes, more than %d", p, f.Size, limit)
 	}
+	pf := storedFile(m, *f)
+	blobs, err := openBlobs(st, &plan{files: []planFile{pf}})
+	if err != nil {
+		return nil, err
+	}
+	defer blobs.Close()
 	out := make([]byte, 0, f.Size)
-	for _, pc := range storedFile(m, *f).pieces {
+	for _, pc := range pf.pieces {
 		switch {
 		case pc.zeros:
 			out = append(out, make([]byte, pc.size)...)
 		default:
-			b, err := st.ReadBlob(pc.blob, pc.size, nil)
+			b, err := blobs.read(pc, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -251,4 +262,41 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 		}
 	}
 	return out, objects.Verify(out, f.Digest, p)
+}
+
+// blobSource reads the blobs of a plan, with their index records looked up
+// once, up front.
+type blobSource struct {
+	*store.BlobReader
+	recs map[objects.Digest]store.BlobRecord
+}
+
+func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
+	var need []objects.Digest
+	for _, f := range p.files {
+		for _, pc := range f.pieces {
+			if pc.literal == nil && !pc.zeros {
+				need = append(need, pc.blob)
+			}
+		}
+	}
+	src := &blobSource{BlobReader: st.NewBlobReader()}
+	err := st.View(func(tx *bolt.Tx) (err error) {
+		src.recs, err = store.Records(tx, need)
+		return err
+	})
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	return src, nil
+}
+
+// read returns the verified bytes of a blob piece.
+func (b *blobSource) read(pc piece, buf []byte) ([]byte, error) {
+	rec := b.recs[pc.blob]
+	if rec.Size != pc.size {
+		return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+	}
+	return b.Read(rec, buf)
 }

@@ -164,10 +164,12 @@ func TestCorruptBlobLeavesNoDestination(t *testing.T) {
 	st, _, d := added(t, testmodel.Tiny)
 	var m *objects.Manifest
 	st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return })
-	victim := st.BlobPath(m.Tensors[3].Chunks[0])
+	var rec store.BlobRecord
+	st.View(func(tx *bolt.Tx) (err error) { rec, _, err = store.Blob(tx, m.Tensors[3].Chunks[0]); return })
+	victim := st.PackPath(rec.Pack)
 	os.Chmod(victim, 0o644)
 	b, _ := os.ReadFile(victim)
-	b[len(b)/2] ^= 1
+	b[rec.Offset+rec.Size/2] ^= 1
 	os.WriteFile(victim, b, 0o644)
 
 	parent := t.TempDir()

@@ -11,7 +11,6 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}
@@ -26,7 +25,7 @@ type fetched struct {
 
 // writeFile writes f under root in order, hashing it on the way, while up to
 // window blob reads (each verified against its digest) run ahead of it.
-func writeFile(ctx context.Context, st *store.Store, f planFile, root string, window int, prog progress.Reporter) (err error) {
+func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, window int, prog progress.Reporter) (err error) {
 	full := filepath.Join(root, filepath.FromSlash(f.path))
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 		return fmt.Errorf("checkout: %w", err)
@@ -62,7 +61,7 @@ func writeFile(ctx context.Context, st *store.Store, f planFile, root string, wi
 			}
 			go func() {
 				bp := bufPool.Get().(*[]byte)
-				data, err := st.ReadBlob(pc.blob, pc.size, *bp)
+				data, err := blobs.read(pc, *bp)
 				results[i] <- fetched{buf: bp, data: data, err: err}
 			}()
 		}
