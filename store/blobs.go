@@ -472,4 +472,3 @@ func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
 		return fn(r)
 	})
 }
-
