@@ -154,6 +154,26 @@ func readSafetensors(t *testing.T, path string) map[string]parsedTensor {
 	return out
 }
 
+// readMetadata returns the __metadata__ of a SafeTensors file, nil if none.
+func readMetadata(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := headerSize(t, b)
+	if frame > int64(len(b)) {
+		t.Fatalf("%s: header passes the end of the file", path)
+	}
+	var hdr struct {
+		Meta map[string]string `json:"__metadata__"`
+	}
+	if err := json.Unmarshal(b[8:frame], &hdr); err != nil {
+		t.Fatalf("%s: header: %v", path, err)
+	}
+	return hdr.Meta
+}
+
 // writeFiles writes files (relative slash path → bytes) under dir.
 func writeFiles(t *testing.T, dir string, files map[string][]byte) {
 	t.Helper()

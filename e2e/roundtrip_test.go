@@ -235,6 +235,9 @@ func TestSharded(t *testing.T) {
 					t.Errorf("%s: tensor %s differs from the original", f, name)
 				}
 			}
+			if meta := readMetadata(t, filepath.Join(dest, f)); len(meta) != 1 || meta["format"] != "pt" {
+				t.Errorf("%s: __metadata__ %v, want the original's {format: pt} (transformers needs it)", f, meta)
+			}
 			if data > 40<<10 {
 				t.Errorf("%s holds %d bytes of tensor data, over --max-shard-size 40KiB", f, data)
 			}
@@ -254,6 +257,29 @@ func TestSharded(t *testing.T) {
 		}
 		if wantNew := frames + int64(len(b)); re.NewBytes != wantNew {
 			t.Errorf("re-adding the re-sharded model stored %d new bytes, want %d (6 headers and the index only)", re.NewBytes, wantNew)
+		}
+	})
+
+	t.Run("max-shard-size above the total", func(t *testing.T) {
+		dest := filepath.Join(t.TempDir(), "out")
+		c.ok("checkout", "sharded", dest, "--max-shard-size", "10GB")
+		if got, want := listFiles(t, dest), []string{"config.json", "model.safetensors", "tokenizer.json"}; !equalStrings(got, want) {
+			t.Fatalf("checkout into one shard wrote %v, want %v", got, want)
+		}
+		got := readSafetensors(t, filepath.Join(dest, "model.safetensors"))
+		if len(got) != len(tensors) {
+			t.Errorf("model.safetensors holds %d tensors, want %d", len(got), len(tensors))
+		}
+		for name, pt := range got {
+			if !bytes.Equal(pt.data, byName[name].data) {
+				t.Errorf("tensor %s differs from the original", name)
+			}
+		}
+		if got := c.add(dest, "--name", "merged"); got.Tensors != len(tensors) {
+			t.Errorf("the merged model adds as %d tensors", got.Tensors)
+		}
+		if got := c.show("merged").tensorDigests(); !equalMaps(got, origShow.tensorDigests()) {
+			t.Errorf("merged tensors' digests differ from the original's")
 		}
 	})
 
