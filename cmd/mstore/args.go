@@ -10,9 +10,9 @@ import (
 // urfave/cli v2 stops reading flags at the first argument. Global flags found
 // anywhere move before the command; a command's flags move before its
 // arguments. "--" ends flag reading.
-func reorderArgs(app *cli.App, args []string) []string {
+func reorderArgs(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return args
+		return args, nil
 	}
 	global := flagTable(app.Flags)
 	var lead, rest []string
@@ -30,11 +30,14 @@ func reorderArgs(app *cli.App, args []string) []string {
 		}
 	}
 	if i >= len(args) || args[i] == "--" {
-		return args
+		return args, nil
 	}
 	cmd = app.Command(args[i])
 	if cmd == nil {
-		return args
+		if args[i] == "help" {
+			return args, nil
+		}
+		return nil, usageError("unknown command %q", args[i])
 	}
 	local := flagTable(cmd.Flags)
 	var flags, positional []string
@@ -69,7 +72,7 @@ func reorderArgs(app *cli.App, args []string) []string {
 		rest = append(rest, "--")
 		rest = append(rest, positional...)
 	}
-	return rest
+	return rest, nil
 }
 
 // flagTable maps every spelling of a flag's names to whether it takes a value.

@@ -33,13 +33,16 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	err := app.RunContext(ctx, reorderArgs(app, os.Args))
+	args, err := reorderArgs(app, os.Args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	pprof.StopCPUProfile()
 	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "mstore",
 		Usage: "a content-addressed store for model weights",
 		Flags: []cli.Flag{
@@ -53,10 +56,18 @@ func newApp() *cli.App {
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError("%v", err)
-		},
+		OnUsageError: onUsageError,
 	}
+	for _, c := range app.Commands {
+		c.OnUsageError = onUsageError
+	}
+	return app
+}
+
+// onUsageError turns urfave/cli's flag errors into classified errors
+// instead of a help page on stdout.
+func onUsageError(_ *cli.Context, err error, _ bool) error {
+	return usageError("%v", err)
 }
 
 // usageError is a malformed command line.

@@ -111,6 +111,9 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTagFree(st, opts, digest); err != nil {
+		return nil, err // before any blob is published: a refused add leaves nothing
+	}
 	written, err := w.Commit()
 	if err != nil {
 		return nil, err
@@ -166,6 +169,28 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	return res, nil
+}
+
+// checkTagFree refuses, before anything is written, a --tag that already
+// names another version. (The commit checks again, inside its transaction.)
+func checkTagFree(st *store.Store, opts Options, d objects.Digest) error {
+	if opts.Tag == "" {
+		return nil
+	}
+	return st.View(func(tx *bolt.Tx) error {
+		spec := refs.Spec{Kind: refs.KindTag, Name: opts.Name, Tag: opts.Tag}
+		cur, err := refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
+		if errs.ClassOf(err) == errs.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur != d {
+			return errs.New(errs.Conflict, "add", "tag %s:%s already names %s; tags never move (choose another tag)", opts.Name, opts.Tag, cur.Short())
+		}
+		return nil
+	})
 }
 
 // DefaultName is the ref name an add uses without --name: the base name of
