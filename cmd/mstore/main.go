@@ -56,7 +56,7 @@ func newApp() *cli.App {
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors
-		OnUsageError: onUsageError,
+		OnUsageError:    onUsageError,
 	}
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
