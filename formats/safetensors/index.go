@@ -152,7 +152,7 @@ func readIndexMetadata(r *jsonReader, idx *index) error {
 
 func readWeightMap(r *jsonReader, idx *index) error {
 	seen := map[string]bool{}
-	shards := map[string]bool{}
+	resolved := map[string]string{} // file name as written → checked shard path; few distinct
 	dir := path.Dir(idx.path)
 	err := r.object(func(tensor string, keyAt int64) error {
 		if seen[tensor] {
@@ -167,17 +167,21 @@ func readWeightMap(r *jsonReader, idx *index) error {
 		if err != nil {
 			return err
 		}
-		if !isMemberPath(file) {
-			return errs.At(errs.PathTraversal, pkg, r.path, valueAt,
-				"weight_map puts %q in %q, which is not a clean relative path inside the model directory", tensor, file)
+		shard, ok := resolved[file]
+		if !ok {
+			if !isMemberPath(file) {
+				return errs.At(errs.PathTraversal, pkg, r.path, valueAt,
+					"weight_map puts %q in %q, which is not a clean relative path inside the model directory", tensor, file)
+			}
+			shard = path.Join(dir, file)
+			resolved[file] = shard
 		}
-		shard := path.Join(dir, file)
-		shards[shard] = true
 		idx.weightMap = append(idx.weightMap, mapping{tensor: tensor, shard: shard, at: keyAt})
 		return nil
 	})
-	for s := range shards {
-		idx.shards = append(idx.shards, s)
+	for _, shard := range resolved {
+		// Distinct clean names give distinct paths: no duplicates here.
+		idx.shards = append(idx.shards, shard)
 	}
 	sort.Strings(idx.shards)
 	return err

@@ -146,7 +146,17 @@ func splitShards(tensors []formats.Tensor, limit int64) [][]int {
 }
 
 func planFile(p string, tensors []formats.Tensor, members []int, meta map[string]string) (formats.File, error) {
-	hdr := []byte{'{'}
+	// Sized up front: growing a multi-megabyte header by appends would
+	// allocate several times its size.
+	estimate := lengthPrefix + 16
+	for k, v := range meta {
+		estimate += len(k) + len(v) + 8
+	}
+	for _, i := range members {
+		estimate += len(tensors[i].Name) + 80 + 20*len(tensors[i].Shape)
+	}
+	hdr := make([]byte, lengthPrefix, min(estimate, lengthPrefix+MaxHeaderSize+8))
+	hdr = append(hdr, '{')
 	if len(meta) > 0 {
 		hdr = appendCompactString(hdr, metadataKey)
 		hdr = append(hdr, ':', '{')
@@ -163,7 +173,7 @@ func planFile(p string, tensors []formats.Tensor, members []int, meta map[string
 	var off int64
 	for _, i := range members {
 		t := tensors[i]
-		if len(hdr) > 1 {
+		if len(hdr) > lengthPrefix+1 { // not the first member
 			hdr = append(hdr, ',')
 		}
 		hdr = appendCompactString(hdr, t.Name)
@@ -182,19 +192,20 @@ func planFile(p string, tensors []formats.Tensor, members []int, meta map[string
 		off += t.Size
 		hdr = strconv.AppendInt(hdr, off, 10)
 		hdr = append(hdr, ']', '}')
-		if len(hdr) > MaxHeaderSize {
+		if len(hdr) > lengthPrefix+MaxHeaderSize {
 			break // refused below; stop growing
 		}
 	}
 	hdr = append(hdr, '}')
-	for len(hdr)%8 != 0 {
+	for len(hdr)%8 != 0 { // lengthPrefix is 8, so this pads the header itself
 		hdr = append(hdr, ' ')
 	}
-	if len(hdr) > MaxHeaderSize {
+	n := len(hdr) - lengthPrefix
+	if n > MaxHeaderSize {
 		return formats.File{}, errs.New(errs.SizeLimitExceeded, pkg, "plan: %s: header over the %d-byte limit", p, MaxHeaderSize)
 	}
-	frame := binary.LittleEndian.AppendUint64(make([]byte, 0, lengthPrefix+len(hdr)), uint64(len(hdr)))
-	frame = append(frame, hdr...)
+	binary.LittleEndian.PutUint64(hdr, uint64(n))
+	frame := hdr
 	frameSize := int64(len(frame))
 	f := formats.File{Path: p, Size: frameSize + off, Meta: meta}
 	f.Extents = append(make([]formats.Extent, 0, 1+len(members)),
@@ -219,7 +230,11 @@ func indexJSON(tensors []formats.Tensor, shards [][]int, shardPaths []string) []
 			total += tensors[i].Size
 		}
 	}
-	b := []byte("{\n  \"metadata\": {\n    \"total_size\": ")
+	estimate := 128
+	for name, file := range weightMap {
+		estimate += len(name) + len(file) + 16
+	}
+	b := append(make([]byte, 0, estimate), "{\n  \"metadata\": {\n    \"total_size\": "...)
 	b = strconv.AppendInt(b, total, 10)
 	b = append(b, "\n  },\n  \"weight_map\": {"...)
 	for i, name := range sortedKeys(weightMap) {
