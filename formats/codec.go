@@ -13,3 +13,18 @@ type Codec interface {
 	// bounded before allocation; failures are classified (internal/errs).
 	Parse(dir Dir, paths []string) (*Layout, error)
 }
+
+// Limits are the bounds a user can set on add (--max-archive-bytes, …). A
+// zero field means the codec's documented default.
+type Limits struct {
+	MaxArchiveBytes int64
+	MaxEntries      int64
+	MaxEntryBytes   int64
+	MaxJSONDepth    int
+}
+
+// Limited is a codec that takes limits; the archiver hands it the user's.
+type Limited interface {
+	Codec
+	WithLimits(Limits) Codec
+}

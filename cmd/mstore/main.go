@@ -72,7 +72,7 @@ func onUsageError(_ *cli.Context, err error, _ bool) error {
 
 // usageError is a malformed command line.
 func usageError(format string, args ...any) error {
-	return errs.New(errs.SchemaError, "mstore", format+" (see `mstore --help`)", args...)
+	return errs.New(errs.SchemaError, "", format+" (see `mstore --help`)", args...)
 }
 
 // classOf classifies an error for the user. Errors of the machine itself

@@ -38,6 +38,8 @@ type Options struct {
 	// more than the number of CPUs.
 	Workers  int
 	Progress progress.Reporter
+	// Limits bound what codecs that take limits (MPK) accept.
+	Limits formats.Limits
 	// Now stamps the history entry; zero means time.Now.
 	Now func() time.Time
 }
@@ -80,8 +82,14 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	if lc, ok := codec.(formats.Limited); ok {
+		codec = lc.WithLimits(opts.Limits)
+	}
 	layout, err := codec.Parse(dir, claimed)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkOneFormat(dir, codec, layout, path); err != nil {
 		return nil, err
 	}
 	files, err := withOtherFiles(dir, layout, claimed)
@@ -214,35 +222,43 @@ var refusedKinds = map[string]string{
 	".plan":   "TensorRT plans are compiled for one GPU model and TensorRT version and are not portable weights; store the ONNX model they are built from",
 }
 
-// chooseCodec finds the one format whose container files the model holds.
+// chooseCodec picks the model's format: the first codec, in the registry's
+// order, that claims one of its files. parseModel later refuses a model
+// whose files another codec also claims and the chosen one did not take.
 func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error) {
 	if len(dir.Files) == 1 {
 		if why, ok := refusedKinds[modeldir.Ext(dir.Files[0])]; ok {
 			return nil, nil, errs.New(errs.UnsupportedVersion, "add", "%s: %s", path, why)
 		}
 	}
-	var found []formats.Codec
-	var claimed [][]string
 	for _, c := range codecs.All() {
 		if files := dir.SortedFiles(c.Claims); len(files) > 0 {
-			found = append(found, c)
-			claimed = append(claimed, files)
+			return c, files, nil
 		}
 	}
-	switch len(found) {
-	case 1:
-		return found[0], claimed[0], nil
-	case 0:
-		return nil, nil, errs.New(errs.UnsupportedVersion, "add",
-			"%s holds no model container this build takes (%s)", path, codecs.Describe())
-	default:
-		var names []string
-		for _, c := range found {
-			names = append(names, c.Name())
-		}
-		return nil, nil, errs.New(errs.SchemaError, "add",
-			"%s holds containers of several formats (%s); add each as its own model", path, strings.Join(names, ", "))
+	return nil, nil, errs.New(errs.UnsupportedVersion, "add",
+		"%s holds no model container this build takes (%s)", path, codecs.Describe())
+}
+
+// checkOneFormat refuses files that another codec claims but the chosen
+// codec's layout left out: a directory holding two models.
+func checkOneFormat(dir *modeldir.Dir, chosen formats.Codec, l *formats.Layout, path string) error {
+	taken := map[string]bool{}
+	for _, f := range l.Files {
+		taken[f.Path] = true
 	}
+	for _, c := range codecs.All() {
+		if c.Name() == chosen.Name() {
+			continue
+		}
+		for _, f := range dir.SortedFiles(c.Claims) {
+			if !taken[f] {
+				return errs.New(errs.SchemaError, "add",
+					"%s holds a %s model and also %s, a %s file; add each model as its own", path, chosen.Name(), f, c.Name())
+			}
+		}
+	}
+	return nil
 }
 
 // fileWork is one file of the model: its layout and where its bytes come from.

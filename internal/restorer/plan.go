@@ -1,6 +1,9 @@
 package restorer
 
 import (
+	"sort"
+	"strings"
+
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/errs"
@@ -42,19 +45,36 @@ func (p *plan) bytes() int64 {
 	return n
 }
 
-// makePlan decides what to write: the files as added, or a new layout.
+// A planner lays tensors out as the files of one container format, with no
+// I/O: frame extents carry their bytes, tensor extents index req.Tensors.
+// Each format's planner lives in its own file and registers itself here.
+type planner func(req PlanRequest) (*formats.Layout, error)
+
+// PlanRequest is what a planner gets: the version being checked out, the
+// tensors to write (in manifest order) and the user's options.
+type PlanRequest struct {
+	Source  *objects.Manifest
+	Tensors []objects.Tensor
+	Options Options
+}
+
+var planners = map[string]planner{"safetensors": planSafetensors}
+
+// makePlan decides what to write: the files as added, or a new layout made
+// by the target format's planner.
 func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 	target := opts.Format
 	if target == "" {
 		target = m.Format
 	}
-	if target != m.Format {
-		return nil, errs.New(errs.UnsupportedVersion, "checkout", "converting %s to %s is not supported by this build", m.Format, target)
+	layOut := planners[target]
+	if layOut == nil {
+		return nil, errs.New(errs.UnsupportedVersion, "checkout", "this build cannot write %s (it writes %s)", target, plannerNames())
 	}
 	if err := ValidPatterns(opts.Tensors); err != nil {
 		return nil, err
 	}
-	p := &plan{format: target, relayout: opts.MaxShardSize > 0 || len(opts.Tensors) > 0}
+	p := &plan{format: target, relayout: target != m.Format || opts.relayout()}
 	if !p.relayout {
 		p.tensors = m.Tensors
 		for _, f := range m.Files {
@@ -72,18 +92,7 @@ func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 	if len(selected) == 0 {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
 	}
-	var meta map[string]string
-	for _, f := range m.Files {
-		if f.Role == objects.RoleContainer {
-			meta = f.Meta
-			break
-		}
-	}
-	in := make([]formats.Tensor, len(selected))
-	for i, t := range selected {
-		in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
-	}
-	layout, err := safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: opts.MaxShardSize, Metadata: meta})
+	layout, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts})
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +117,34 @@ func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+func plannerNames() string {
+	var names []string
+	for n := range planners {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// planSafetensors writes the tensors as SafeTensors, sharded at
+// --max-shard-size, with the source's __metadata__.
+func planSafetensors(req PlanRequest) (*formats.Layout, error) {
+	var meta map[string]string
+	if req.Source.Format == "safetensors" {
+		for _, f := range req.Source.Files {
+			if f.Role == objects.RoleContainer {
+				meta = f.Meta
+				break
+			}
+		}
+	}
+	in := make([]formats.Tensor, len(req.Tensors))
+	for i, t := range req.Tensors {
+		in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
+	}
+	return safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta})
 }
 
 // storedFile is a file of the manifest written back exactly.

@@ -41,10 +41,19 @@ type Options struct {
 	// Tensors, when non-empty, selects the tensors whose names match one of
 	// these glob patterns (path.Match syntax).
 	Tensors []string
+	// Format options of the other codecs are added beside MaxShardSize; each
+	// one that asks for a new layout is listed in relayout().
+
 	// Force replaces an existing non-empty destination.
 	Force    bool
 	Workers  int
 	Progress progress.Reporter
+}
+
+// relayout reports whether the options ask for another layout than the one
+// added.
+func (o Options) relayout() bool {
+	return o.MaxShardSize > 0 || len(o.Tensors) > 0
 }
 
 // Result describes a checkout.
