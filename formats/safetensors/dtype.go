@@ -33,15 +33,6 @@ var dtypeBits = map[string]int64{
 	"U64":     64,
 }
 
-// DTypes lists the dtype names this build knows, in no particular order.
-func DTypes() []string {
-	out := make([]string, 0, len(dtypeBits))
-	for d := range dtypeBits {
-		out = append(out, d)
-	}
-	return out
-}
-
 // TensorSize returns the byte size of a tensor of dtype and shape.
 //
 // An unknown dtype is unsupported_version. A shape with a negative
