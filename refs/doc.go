@@ -2,7 +2,7 @@
 // and the resolution of version names (NAME, NAME:TAG, NAME@DIGEST, DIGEST,
 // NAME~N) to manifest digests.
 //
-// It keeps its state in three top-level buckets of the store's bbolt index
+// It keeps its state in four top-level buckets of the store's bbolt index
 // and works inside a *bolt.Tx that the store opens; it never opens the
 // database itself. Every value read is copied out before the call returns.
 //
@@ -10,6 +10,7 @@
 //	"history"  NAME (bucket)
 //	             seq (u64 BE)  → v1 | digest (32) | previous (32) | time (12) | message
 //	"tags"     NAME 0x00 TAG   → v1 | digest (32)
+//	"retired_tags" NAME 0x00 TAG → v1 | digest (32)   (removed tags)
 //
 // v1 is a one-byte record version (1). A time is Unix seconds (i64 BE) then
 // nanoseconds (u32 BE), read back as UTC. Integers are big-endian, so each
@@ -24,7 +25,8 @@
 //   - A ref moves; each move appends one history entry. Moving a ref to where
 //     it already points appends nothing.
 //   - A tag never moves: re-creating it at its digest is a no-op, at another
-//     digest a conflict. RemoveTag is the only way to change it.
+//     digest a conflict. RemoveTag retires it: it stops keeping its version
+//     from gc, and it can only ever be created again at the same digest.
 //   - RemoveRef drops the ref and its history but keeps its tags, as git does:
 //     NAME:TAG stays a stable name for as long as the tag exists.
 //   - TrimHistory drops old entries but always keeps the current target.

@@ -23,6 +23,7 @@ import (
 type refModel struct {
 	history map[string][]Entry // oldest first
 	tags    map[[2]string]objects.Digest
+	retired map[[2]string]objects.Digest // removed tags: they may only come back at the same digest
 }
 
 // TestRefsAgainstModel drives random moves, tags, removals and trims against
@@ -45,7 +46,7 @@ func TestRefsAgainstModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 		rt.Cleanup(func() { db.Close() })
-		m := refModel{history: map[string][]Entry{}, tags: map[[2]string]objects.Digest{}}
+		m := refModel{history: map[string][]Entry{}, tags: map[[2]string]objects.Digest{}, retired: map[[2]string]objects.Digest{}}
 		clock := t0
 		nextSeq := map[string]uint64{}
 
@@ -96,10 +97,15 @@ func TestRefsAgainstModel(t *testing.T) {
 					return err
 				})
 				old, exists := m.tags[k]
+				was, isRetired := m.retired[k]
 				switch {
+				case !exists && isRetired && was != d:
+					wantErr(err, errs.Conflict, "removed tag at another digest")
+					return
 				case !exists:
 					wantErr(err, 0, "new tag")
 					m.tags[k] = d
+					delete(m.retired, k)
 				case old == d:
 					wantErr(err, 0, "same tag")
 				default:
@@ -127,6 +133,7 @@ func TestRefsAgainstModel(t *testing.T) {
 					return
 				}
 				wantErr(err, 0, "remove tag")
+				m.retired[k] = m.tags[k]
 				delete(m.tags, k)
 			},
 			"trim": func(rt *rapid.T) {

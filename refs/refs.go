@@ -22,6 +22,9 @@ var (
 	bucketRefs    = []byte("refs")
 	bucketHistory = []byte("history")
 	bucketTags    = []byte("tags")
+	// bucketRetired keeps, for every removed tag, the digest it named, so
+	// that the tag can never come back pointing anywhere else.
+	bucketRetired = []byte("retired_tags")
 )
 
 // tagSep separates name and tag in a key of the "tags" bucket. It sorts
@@ -61,7 +64,7 @@ func (t TagRef) String() string { return t.Name + ":" + t.Tag }
 // Init creates the buckets refs owns. It is idempotent. Every write creates
 // them as well, so Init is only needed to lay out a fresh store.
 func Init(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bucketRefs, bucketHistory, bucketTags} {
+	for _, b := range [][]byte{bucketRefs, bucketHistory, bucketTags, bucketRetired} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("refs: create bucket %q: %w", b, err)
 		}
@@ -198,6 +201,19 @@ func Tag(tx *bolt.Tx, name, tag string, d objects.Digest) (created bool, err err
 		}
 		return false, errs.New(errs.Conflict, pkg, "tag %s:%s already points at %s and cannot move to %s (tags are immutable; choose another tag)", name, tag, old, d)
 	}
+	retiredB := tx.Bucket(bucketRetired)
+	if v := retiredB.Get(k); v != nil {
+		old, err := decodeTag(name+":"+tag, v)
+		if err != nil {
+			return false, err
+		}
+		if old != d {
+			return false, errs.New(errs.Conflict, pkg, "tag %s:%s was removed while it named %s; a tag never names another version (choose another tag)", name, tag, old)
+		}
+		if err := retiredB.Delete(k); err != nil {
+			return false, fmt.Errorf("refs: restore tag %s:%s: %w", name, tag, err)
+		}
+	}
 	if err := tagsB.Put(k, encodeTag(d)); err != nil {
 		return false, fmt.Errorf("refs: record tag %s:%s: %w", name, tag, err)
 	}
@@ -228,8 +244,9 @@ func RemoveRef(tx *bolt.Tx, name string) error {
 	return nil
 }
 
-// RemoveTag removes the tag name:tag. After that the tag may be created
-// again, at any digest.
+// RemoveTag removes the tag name:tag, so that it no longer keeps its version
+// from gc. The digest it named is remembered: the tag can be created again
+// only at that same digest.
 func RemoveTag(tx *bolt.Tx, name, tag string) error {
 	if _, err := ParseName(name); err != nil {
 		return err
@@ -244,6 +261,9 @@ func RemoveTag(tx *bolt.Tx, name, tag string) error {
 	k := tagKey(name, tag)
 	if tagsB.Get(k) == nil {
 		return errs.New(errs.NotFound, pkg, "no tag %s:%s; run `mstore ls` to see tags", name, tag)
+	}
+	if err := tx.Bucket(bucketRetired).Put(k, bytes.Clone(tagsB.Get(k))); err != nil {
+		return fmt.Errorf("refs: retire tag %s:%s: %w", name, tag, err)
 	}
 	if err := tagsB.Delete(k); err != nil {
 		return fmt.Errorf("refs: remove tag %s:%s: %w", name, tag, err)

@@ -171,12 +171,23 @@ func TestTagsAreImmutable(t *testing.T) {
 		}
 		return Check(tx)
 	})
-	t.Run("removed tag can be recreated elsewhere", func(t *testing.T) {
+	t.Run("removed tag comes back only at its digest", func(t *testing.T) {
+		var was objects.Digest
+		db.View(func(tx *bolt.Tx) (err error) {
+			was, err = Resolve(tx, Spec{Kind: KindTag, Name: "acme/m", Tag: "v1"}, nil)
+			return err
+		})
 		update(t, db, func(tx *bolt.Tx) error { return RemoveTag(tx, "acme/m", "v1") })
-		if created, err := tagOnce("acme/m", "v1", dig(3)); !created || err != nil {
-			t.Fatalf("got %v, %v", created, err)
+		other := dig(3)
+		if other == was {
+			other = dig(4)
 		}
-		err := db.Update(func(tx *bolt.Tx) error { return RemoveTag(tx, "acme/m", "nope") })
+		_, err := tagOnce("acme/m", "v1", other)
+		wantClass(t, err, errs.Conflict, "was removed")
+		if created, err := tagOnce("acme/m", "v1", was); !created || err != nil {
+			t.Fatalf("re-creating at the same digest: %v, %v", created, err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error { return RemoveTag(tx, "acme/m", "nope") })
 		wantClass(t, err, errs.NotFound, "acme/m:nope")
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,11 +14,13 @@ import (
 )
 
 type refListing struct {
-	Name    string         `json:"name"`
-	Digest  objects.Digest `json:"digest"`
-	Tags    []string       `json:"tags"`
-	History int            `json:"history"`
-	Moved   time.Time      `json:"moved"`
+	Name string `json:"name"`
+	// Digest is the ref's current version; nil for a name that only has
+	// tags left (its ref was removed).
+	Digest  *objects.Digest `json:"digest"`
+	Tags    []string        `json:"tags"`
+	History int             `json:"history"`
+	Moved   time.Time       `json:"moved"`
 }
 
 var lsCommand = &cli.Command{
@@ -50,9 +53,15 @@ var lsCommand = &cli.Command{
 				byName[t.Name] = append(byName[t.Name], t.Tag)
 			}
 			for _, r := range list {
-				out = append(out, refListing{Name: r.Name, Digest: r.Current, Tags: append([]string{}, byName[r.Name]...),
+				cur := r.Current
+				out = append(out, refListing{Name: r.Name, Digest: &cur, Tags: append([]string{}, byName[r.Name]...),
 					History: r.Entries, Moved: r.Moved})
+				delete(byName, r.Name)
 			}
+			for name, tags := range byName {
+				out = append(out, refListing{Name: name, Tags: tags})
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 			return nil
 		})
 		if err != nil {
@@ -67,8 +76,11 @@ var lsCommand = &cli.Command{
 			tw.Write([]byte("NAME\tVERSION\tTAGS\tMOVES\tMOVED\n"))
 		}
 		for _, r := range out {
-			tw.Write([]byte(strings.Join([]string{r.Name, r.Digest.Short(), strings.Join(r.Tags, ","),
-				itoa(r.History), r.Moved.Format(time.RFC3339)}, "\t") + "\n"))
+			version, moved := "-", "-"
+			if r.Digest != nil {
+				version, moved = r.Digest.Short(), r.Moved.Format(time.RFC3339)
+			}
+			tw.Write([]byte(strings.Join([]string{r.Name, version, strings.Join(r.Tags, ","), itoa(r.History), moved}, "\t") + "\n"))
 		}
 		return nil
 	},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
 )
 
 const (
@@ -169,7 +168,7 @@ func readWeightMap(r *jsonReader, idx *index) error {
 		}
 		shard, ok := resolved[file]
 		if !ok {
-			if !isMemberPath(file) {
+			if !formats.IsMemberPath(file) {
 				return errs.At(errs.PathTraversal, pkg, r.path, valueAt,
 					"weight_map puts %q in %q, which is not a clean relative path inside the model directory", tensor, file)
 			}
@@ -187,24 +186,3 @@ func readWeightMap(r *jsonReader, idx *index) error {
 	return err
 }
 
-// isMemberPath reports whether p, a path named inside the model, stays in
-// the model directory on every system: a clean relative slash path (no
-// "..", no leading "/", no backslash), no drive or stream colon, and no
-// Unicode look-alikes of slashes or of dot segments that a careless tool
-// might normalise into real ones.
-func isMemberPath(p string) bool {
-	if !objects.IsCleanPath(p) || strings.ContainsRune(p, ':') || strings.ContainsAny(p, confusableSlashes) {
-		return false
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if strings.Trim(seg, confusableDots) == "" {
-			return false
-		}
-	}
-	return true
-}
-
-const (
-	confusableSlashes = "\u2044\u2215\u29f8\uff0f\u2216\u29f9\ufe68\uff3c"
-	confusableDots    = ".\u2024\u2025\ufe52\uff0e"
-)

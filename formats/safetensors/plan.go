@@ -54,7 +54,7 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 	if name == "" {
 		name = DefaultName
 	}
-	if !isMemberPath(name + indexSuffix) {
+	if !formats.IsMemberPath(name + indexSuffix) {
 		return nil, errs.New(errs.PathTraversal, pkg, "plan: name %q is not a clean relative path", name)
 	}
 	if err := checkPlanInput(tensors, opts.Metadata); err != nil {

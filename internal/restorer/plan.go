@@ -1,6 +1,7 @@
 package restorer
 
 import (
+	"regexp"
 	"sort"
 	"strings"
 
@@ -132,10 +133,11 @@ func plannerNames() string {
 // --max-shard-size, with the source's __metadata__.
 func planSafetensors(req PlanRequest) (*formats.Layout, error) {
 	var meta map[string]string
+	name := ""
 	if req.Source.Format == "safetensors" {
 		for _, f := range req.Source.Files {
 			if f.Role == objects.RoleContainer {
-				meta = f.Meta
+				meta, name = f.Meta, baseName(f.Path)
 				break
 			}
 		}
@@ -144,7 +146,19 @@ func planSafetensors(req PlanRequest) (*formats.Layout, error) {
 	for i, t := range req.Tensors {
 		in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
 	}
-	return safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta})
+	return safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
+}
+
+// shardSuffix matches "-00001-of-00003.safetensors".
+var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}\.safetensors$`)
+
+// baseName is the name a re-layout keeps: "adapters.safetensors" and
+// "model-00001-of-00002.safetensors" give "adapters" and "model".
+func baseName(p string) string {
+	if loc := shardSuffix.FindStringIndex(p); loc != nil {
+		return p[:loc[0]]
+	}
+	return strings.TrimSuffix(p, ".safetensors")
 }
 
 // storedFile is a file of the manifest written back exactly.
