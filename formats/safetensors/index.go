@@ -185,4 +185,3 @@ func readWeightMap(r *jsonReader, idx *index) error {
 	sort.Strings(idx.shards)
 	return err
 }
-
