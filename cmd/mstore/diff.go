@@ -4,13 +4,20 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
 )
 
 type diffOutput struct {
 	From objects.Digest `json:"from"`
 	To   objects.Digest `json:"to"`
 	objects.Diff
+	Details any `json:"details,omitempty"` // the format's own changes, if it has any
 }
+
+// formatDiffs compares what a format keeps beside its tensors (GGUF
+// key/values): text for people, details for --json. Both versions are of
+// that format. Each format registers one in its own file.
+var formatDiffs = map[string]func(st *store.Store, a, b *objects.Manifest) (text string, details any, err error){}
 
 var diffCommand = &cli.Command{
 	Name:      "diff",
@@ -39,10 +46,18 @@ var diffCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		d := objects.Compare(a, b)
-		if e.json {
-			return e.printJSON(diffOutput{From: da, To: db, Diff: d})
+		out := diffOutput{From: da, To: db, Diff: objects.Compare(a, b)}
+		var detailText string
+		if compare := formatDiffs[a.Format]; compare != nil && a.Format == b.Format {
+			if detailText, out.Details, err = compare(st, a, b); err != nil {
+				return err
+			}
 		}
+		if e.json {
+			return e.printJSON(out)
+		}
+		d := out.Diff
+		e.printf("%s", detailText)
 		marks := map[objects.Change]string{objects.Added: "+", objects.Removed: "-", objects.Changed: "~", objects.Unchanged: "="}
 		for _, f := range d.Files {
 			if f.Change != objects.Unchanged || c.Bool("all") {

@@ -10,14 +10,21 @@ import (
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
 )
 
 type showOutput struct {
 	Digest       objects.Digest    `json:"digest"`
 	LogicalBytes int64             `json:"logical_bytes"`
 	Warnings     []string          `json:"warnings"`
+	Details      any               `json:"details,omitempty"` // the format's own view, if it has one
 	Manifest     *objects.Manifest `json:"manifest"`
 }
+
+// formatDetails gives a format's own view of a version for show (a GGUF
+// file's key/values, an MPK archive's pipeline stages): text for people,
+// details for --json. Each format registers one in its own file.
+var formatDetails = map[string]func(st *store.Store, m *objects.Manifest) (text string, details any, err error){}
 
 var showCommand = &cli.Command{
 	Name:      "show",
@@ -49,12 +56,21 @@ var showCommand = &cli.Command{
 				out.Warnings = append(out.Warnings, w)
 			}
 		}
+		var detailText string
+		if describe := formatDetails[m.Format]; describe != nil {
+			if detailText, out.Details, err = describe(st, m); err != nil {
+				return err
+			}
+		}
 		if e.json {
 			return e.printJSON(out)
 		}
 		e.printf("version %s\nformat  %s\nsize    %s in %d files, %d tensors\n", d, m.Format, humanBytes(out.LogicalBytes), len(m.Files), len(m.Tensors))
 		for _, w := range out.Warnings {
 			e.printf("warning %s\n", w)
+		}
+		if detailText != "" {
+			e.printf("\n%s", detailText)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "\nFILE\tROLE\tSIZE\tDIGEST\n")

@@ -1,6 +1,7 @@
 package restorer
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -11,13 +12,29 @@ import (
 	"github.com/mstore/mstore/objects"
 )
 
-// piece is a run of an output file: a blob, literal bytes or zeros.
+// piece is a run of an output file: a blob, literal bytes, zeros, or a
+// tensor computed from a stored one.
 type piece struct {
 	blob    objects.Digest
 	size    int64
 	literal []byte // planned frame bytes
 	zeros   bool
+	derived *derived
 }
+
+// derived is a tensor whose written bytes a Transform makes from a stored
+// tensor's. Its digest is known only once it is made; the writer puts it in
+// *digest for the verification that follows.
+type derived struct {
+	source    objects.Tensor
+	transform Transform
+	digest    *objects.Digest
+}
+
+// Transform computes a written tensor's bytes from the stored bytes of its
+// source tensor: a dtype cast, a strided view made contiguous. It must be
+// deterministic and must refuse (lossy_conversion) what it cannot represent.
+type Transform func(src []byte) ([]byte, error)
 
 // planFile is one output file.
 type planFile struct {
@@ -47,9 +64,21 @@ func (p *plan) bytes() int64 {
 }
 
 // A planner lays tensors out as the files of one container format, with no
-// I/O: frame extents carry their bytes, tensor extents index req.Tensors.
-// Each format's planner lives in its own file and registers itself here.
-type planner func(req PlanRequest) (*formats.Layout, error)
+// I/O: frame extents carry their bytes, tensor extents index the planned
+// layout's tensors. Each format's planner lives in its own file and
+// registers itself in planners.
+type planner func(req PlanRequest) (*Planned, error)
+
+// Planned is a planner's answer.
+type Planned struct {
+	Layout *formats.Layout
+	// Sources[i] is the stored tensor whose bytes fill Layout.Tensors[i]. A
+	// nil Sources means Layout.Tensors[i] is req.Tensors[i], byte for byte.
+	Sources []objects.Tensor
+	// Transforms[i], when non-nil, makes tensor i's bytes from its source's
+	// (then Layout.Tensors[i] may have another dtype, shape or size).
+	Transforms []Transform
+}
 
 // PlanRequest is what a planner gets: the version being checked out, the
 // tensors to write (in manifest order) and the user's options.
@@ -93,12 +122,45 @@ func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 	if len(selected) == 0 {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
 	}
-	layout, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts})
+	planned, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts})
 	if err != nil {
 		return nil, err
 	}
-	p.layout, p.tensors = layout, selected
-	for _, f := range layout.Files {
+	if err := p.adopt(planned, selected); err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		if f.Role == objects.RoleOther {
+			p.files = append(p.files, storedFile(m, f))
+		}
+	}
+	return p, nil
+}
+
+// adopt turns a planner's layout into the files to write, and records the
+// tensors (and, for transformed ones, where their digests will be) that the
+// written files must hold.
+func (p *plan) adopt(planned *Planned, selected []objects.Tensor) error {
+	l := planned.Layout
+	sources := planned.Sources
+	if sources == nil {
+		sources = selected
+	}
+	if len(sources) != len(l.Tensors) || planned.Transforms != nil && len(planned.Transforms) != len(l.Tensors) {
+		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d sources", l.Format, len(l.Tensors), len(sources))
+	}
+	p.layout = l
+	p.tensors = make([]objects.Tensor, len(l.Tensors))
+	for i, t := range l.Tensors {
+		src := sources[i]
+		p.tensors[i] = objects.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size, Digest: src.Digest, Chunks: src.Chunks}
+		if planned.Transforms == nil || planned.Transforms[i] == nil {
+			if t.Size != src.Size {
+				return fmt.Errorf("checkout: planned tensor %q is %d bytes, its source %d", t.Name, t.Size, src.Size)
+			}
+		}
+	}
+	for _, f := range l.Files {
 		pf := planFile{path: f.Path, size: f.Size}
 		for _, e := range f.Extents {
 			switch e.Kind {
@@ -107,17 +169,18 @@ func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 			case formats.Zeros:
 				pf.pieces = append(pf.pieces, piece{zeros: true, size: e.Size})
 			case formats.TensorData:
-				pf.pieces = append(pf.pieces, chunkPieces(selected[e.Tensor].Size, selected[e.Tensor].Chunks)...)
+				if planned.Transforms != nil && planned.Transforms[e.Tensor] != nil {
+					d := &derived{source: sources[e.Tensor], transform: planned.Transforms[e.Tensor], digest: &p.tensors[e.Tensor].Digest}
+					pf.pieces = append(pf.pieces, piece{derived: d, size: e.Size})
+					continue
+				}
+				src := sources[e.Tensor]
+				pf.pieces = append(pf.pieces, chunkPieces(src.Size, src.Chunks)...)
 			}
 		}
 		p.files = append(p.files, pf)
 	}
-	for _, f := range m.Files {
-		if f.Role == objects.RoleOther {
-			p.files = append(p.files, storedFile(m, f))
-		}
-	}
-	return p, nil
+	return nil
 }
 
 func plannerNames() string {
@@ -131,7 +194,7 @@ func plannerNames() string {
 
 // planSafetensors writes the tensors as SafeTensors, sharded at
 // --max-shard-size, with the source's __metadata__.
-func planSafetensors(req PlanRequest) (*formats.Layout, error) {
+func planSafetensors(req PlanRequest) (*Planned, error) {
 	var meta map[string]string
 	name := ""
 	if req.Source.Format == "safetensors" {
@@ -146,7 +209,11 @@ func planSafetensors(req PlanRequest) (*formats.Layout, error) {
 	for i, t := range req.Tensors {
 		in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
 	}
-	return safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
+	l, err := safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Layout: l}, nil
 }
 
 // shardSuffix matches "-00001-of-00003.safetensors".

@@ -284,7 +284,10 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	var need []objects.Digest
 	for _, f := range p.files {
 		for _, pc := range f.pieces {
-			if pc.literal == nil && !pc.zeros {
+			switch {
+			case pc.derived != nil:
+				need = append(need, pc.derived.source.Chunks...)
+			case pc.literal == nil && !pc.zeros:
 				need = append(need, pc.blob)
 			}
 		}
@@ -308,4 +311,30 @@ func (b *blobSource) read(pc piece, buf []byte) ([]byte, error) {
 		return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
 	}
 	return b.Read(rec, buf)
+}
+
+// derive reads a derived piece's source tensor whole, verifies it, applies
+// the transform and records the digest of what it made.
+func (b *blobSource) derive(pc piece) ([]byte, error) {
+	src := pc.derived.source
+	buf := make([]byte, 0, src.Size)
+	for _, c := range chunkPieces(src.Size, src.Chunks) {
+		data, err := b.read(c, nil)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, data...)
+	}
+	if err := objects.Verify(buf, src.Digest, "tensor "+src.Name); err != nil {
+		return nil, err
+	}
+	out, err := pc.derived.transform(buf)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) != pc.size {
+		return nil, fmt.Errorf("checkout: transform of %q made %d bytes, the plan says %d", src.Name, len(out), pc.size)
+	}
+	*pc.derived.digest = objects.Sum(out)
+	return out, nil
 }

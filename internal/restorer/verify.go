@@ -18,9 +18,9 @@ import (
 // the same offsets, same dtypes and shapes, and tensor bytes that hash to
 // the digests in the manifest.
 func verifyRelayout(ctx context.Context, p *plan, root string) error {
-	codec, ok := codecs.ByName(p.format)
+	codec, ok := codecs.ByName(p.layout.Format)
 	if !ok {
-		return errs.New(errs.UnsupportedVersion, "checkout", "no codec for %s", p.format)
+		return errs.New(errs.UnsupportedVersion, "checkout", "no codec reads %s back", p.layout.Format)
 	}
 	dir, err := modeldir.Open(root)
 	if err != nil {

@@ -44,7 +44,7 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 	defer cancel()
 	results := make([]chan fetched, len(f.pieces))
 	for i, pc := range f.pieces {
-		if pc.literal == nil && !pc.zeros {
+		if pc.literal == nil && !pc.zeros && pc.derived == nil {
 			results[i] = make(chan fetched, 1) // buffered: a fetch never blocks after a cancel
 		}
 	}
@@ -83,6 +83,11 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 		switch {
 		case pc.literal != nil:
 			err = write(pc.literal)
+		case pc.derived != nil:
+			var b []byte
+			if b, err = blobs.derive(pc); err == nil {
+				err = write(b)
+			}
 		case pc.zeros:
 			for left := pc.size; left > 0 && err == nil; left -= min(left, int64(len(zeroBuf))) {
 				err = write(zeroBuf[:min(left, int64(len(zeroBuf)))])

@@ -1,0 +1,97 @@
+package restorer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testmodel"
+)
+
+// A planner whose tensors are made by transforms: each tensor's bytes are
+// reversed, and the model's first tensor is refused when refuse is set.
+func reversingPlanner(refuse bool) planner {
+	return func(req PlanRequest) (*Planned, error) {
+		in := make([]formats.Tensor, len(req.Tensors))
+		tr := make([]Transform, len(req.Tensors))
+		for i, t := range req.Tensors {
+			in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
+			tr[i] = func(src []byte) ([]byte, error) {
+				if refuse && i == 0 {
+					return nil, errs.New(errs.LossyConversion, "test", "refused %s", t.Name)
+				}
+				out := bytes.Clone(src)
+				slices.Reverse(out)
+				return out, nil
+			}
+		}
+		l, err := safetensors.Plan(in, safetensors.PlanOptions{})
+		if err != nil {
+			return nil, err
+		}
+		l.Format = "safetensors"
+		return &Planned{Layout: l, Transforms: tr}, nil
+	}
+}
+
+func TestTransformedTensorsAreWrittenAndVerified(t *testing.T) {
+	st, dir, d := added(t, testmodel.Spec{Layers: 1, Hidden: 64, Vocab: 20000, DType: "F32", Seed: 5})
+	planners["test-reversed"] = reversingPlanner(false)
+	planners["test-refused"] = reversingPlanner(true)
+	defer delete(planners, "test-reversed")
+	defer delete(planners, "test-refused")
+
+	dest := filepath.Join(t.TempDir(), "out")
+	res, err := Checkout(context.Background(), st, d, dest, Options{Format: "test-reversed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Relayout {
+		t.Fatal("a conversion must be a re-layout")
+	}
+	// Every tensor comes out reversed: parse both files and compare.
+	tensorsOf := func(files map[string][]byte) map[string][]byte {
+		mem := formattest.NewMemDir(files)
+		l, err := safetensors.Codec.Parse(mem, []string{"model.safetensors"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := formattest.TensorData(l, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for i, tn := range l.Tensors {
+			out[tn.Name] = data[i]
+		}
+		return out
+	}
+	orig, got := tensorsOf(readTree(t, dir)), tensorsOf(readTree(t, dest))
+	if len(got) != len(orig) {
+		t.Fatalf("%d tensors, want %d", len(got), len(orig))
+	}
+	for name, b := range orig {
+		want := bytes.Clone(b)
+		slices.Reverse(want)
+		if !bytes.Equal(got[name], want) {
+			t.Fatalf("tensor %s was not transformed", name)
+		}
+	}
+
+	parent := t.TempDir()
+	_, err = Checkout(context.Background(), st, d, filepath.Join(parent, "refused"), Options{Format: "test-refused"})
+	if !errors.Is(err, errs.LossyConversion) {
+		t.Fatalf("err = %v, want lossy_conversion", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("a refused conversion left %v", left)
+	}
+}
