@@ -6,83 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 
-	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
-
-// Encoding says how a blob's bytes are kept on disk. Digests always name
-// the raw bytes, so a new encoding never changes a digest or a manifest.
-type Encoding byte
-
-const (
-	_ Encoding = iota
-	// EncodingRaw is one file per blob, objects/ab/<digest>.
-	EncodingRaw
-	// EncodingPacked is a run of a pack file, objects/packs/<id>.pack:
-	// small blobs share packs so that a model of many small tensors costs a
-	// few files, not one per tensor.
-	EncodingPacked
-)
-
-// PackThreshold is the size below which a blob goes into a pack file.
-const PackThreshold = 1 << 20
-
-// packTarget is the size at which a pack file is closed and another begun.
-const packTarget = 64 << 20
-
-// PackID names a pack file.
-type PackID [16]byte
-
-func (p PackID) String() string { return hex.EncodeToString(p[:]) }
-
-// BlobRecord is what the index knows of a blob.
-type BlobRecord struct {
-	Digest   objects.Digest
-	Size     int64
-	Encoding Encoding
-	Pack     PackID // for EncodingPacked
-	Offset   int64  // in the pack, for EncodingPacked
-}
-
-// Record layout: encoding(1) size(8) [pack(16) offset(8)].
-func encodeBlobRecord(r BlobRecord) []byte {
-	b := append([]byte{byte(r.Encoding)}, u64(uint64(r.Size))...)
-	if r.Encoding == EncodingPacked {
-		b = append(b, r.Pack[:]...)
-		b = append(b, u64(uint64(r.Offset))...)
-	}
-	return b
-}
-
-func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
-	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
-	if len(b) < 9 {
-		return BlobRecord{}, bad
-	}
-	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
-	switch {
-	case r.Encoding == EncodingRaw && len(b) == 9:
-	case r.Encoding == EncodingPacked && len(b) == 9+16+8:
-		copy(r.Pack[:], b[9:25])
-		r.Offset = int64(getU64(b[25:]))
-	default:
-		return BlobRecord{}, bad
-	}
-	if r.Size < 0 || r.Offset < 0 {
-		return BlobRecord{}, bad
-	}
-	return r, nil
-}
 
 // BlobPath is the file that holds a raw blob.
 func (s *Store) BlobPath(d objects.Digest) string {
@@ -141,7 +72,7 @@ type looseBlob struct {
 type openPack struct {
 	id   PackID
 	tmp  string
-	f    *os.File
+	f    WritableFile
 	size int64
 	recs []BlobRecord
 }
@@ -184,6 +115,7 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 		return false, err
 	}
 	w.loose = append(w.loose, looseBlob{rec: BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingRaw}, tmp: tmp})
+	Failpoint(FailBlobTempWritten)
 	return true, nil
 }
 
@@ -193,7 +125,7 @@ func (w *BlobWriter) appendToPack(d objects.Digest, data []byte) error {
 		p := &openPack{}
 		rand.Read(p.id[:])
 		p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
-		f, err := os.OpenFile(p.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		f, err := w.s.fs.Create(p.tmp)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -204,6 +136,7 @@ func (w *BlobWriter) appendToPack(d objects.Digest, data []byte) error {
 	if _, err := p.f.Write(data); err != nil {
 		return fmt.Errorf("store: write pack: %w", err)
 	}
+	Failpoint(FailBlobTempWritten)
 	p.recs = append(p.recs, BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingPacked, Pack: p.id, Offset: p.size})
 	p.size += int64(len(data))
 	if p.size >= packTarget {
@@ -241,6 +174,7 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if len(w.loose) == 0 && len(w.packs) == 0 {
 		return nil, nil
 	}
+	Failpoint(FailBeforeSync)
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
@@ -248,12 +182,12 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := w.s.fs.MkdirAll(dir); err != nil {
 				return fmt.Errorf("store: %w", err)
 			}
 			made[dir] = true
 		}
-		if err := os.Rename(tmp, final); err != nil {
+		if err := w.s.fs.Rename(tmp, final); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
 		return nil
@@ -272,9 +206,11 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		out = append(out, p.recs...)
 	}
 	w.packs = nil
+	Failpoint(FailAfterRename)
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
+	Failpoint(FailBlobsDurable)
 	return out, nil
 }
 
@@ -284,10 +220,10 @@ func (w *BlobWriter) Abort() {
 	defer w.mu.Unlock()
 	w.closePack()
 	for _, b := range w.loose {
-		os.Remove(b.tmp)
+		w.s.fs.Remove(b.tmp)
 	}
 	for _, p := range w.packs {
-		os.Remove(p.tmp)
+		w.s.fs.Remove(p.tmp)
 	}
 	w.loose, w.packs = nil, nil
 }
@@ -297,14 +233,14 @@ func (s *Store) writeTemp(name string, data []byte) (string, error) {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	p := filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	f, err := s.fs.Create(p)
 	if err != nil {
 		return "", fmt.Errorf("store: %w", err)
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(p)
+		s.fs.Remove(p)
 		return "", fmt.Errorf("store: write blob: %w", err)
 	}
 	return p, nil
@@ -312,163 +248,9 @@ func (s *Store) writeTemp(name string, data []byte) (string, error) {
 
 // syncAll flushes every dirty page and inode of the store's filesystem.
 func (s *Store) syncAll() error {
-	f, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
+	if err := s.fs.SyncFS(s.dir); err != nil {
 		return fmt.Errorf("store: syncfs: %w", err)
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("store: sync %s: %w", dir, err)
-	}
-	return nil
-}
-
-// BlobReader reads blobs, keeping pack files open between reads. It is safe
-// for concurrent use.
-type BlobReader struct {
-	s     *Store
-	mu    sync.Mutex
-	packs map[PackID]*os.File
-}
-
-// NewBlobReader returns a reader; Close it when done.
-func (s *Store) NewBlobReader() *BlobReader {
-	return &BlobReader{s: s, packs: map[PackID]*os.File{}}
-}
-
-// Read reads the blob rec names into buf (grown as needed) and checks its
-// digest: a mismatch, a short read or a missing file is an integrity_error.
-func (r *BlobReader) Read(rec BlobRecord, buf []byte) ([]byte, error) {
-	if int64(cap(buf)) < rec.Size {
-		buf = make([]byte, rec.Size)
-	}
-	buf = buf[:rec.Size]
-	missing := func(err error) error {
-		if errors.Is(err, os.ErrNotExist) {
-			return errs.New(errs.IntegrityError, "store", "blob %s is missing from the store (run `mstore fsck`)", rec.Digest.Short())
-		}
-		return errs.Wrap(errs.IntegrityError, "store", err, "blob %s: unreadable", rec.Digest.Short())
-	}
-	switch rec.Encoding {
-	case EncodingRaw:
-		f, err := os.Open(r.s.BlobPath(rec.Digest))
-		if err != nil {
-			return nil, missing(err)
-		}
-		defer f.Close()
-		if _, err := io.ReadFull(f, buf); err != nil {
-			return nil, missing(err)
-		}
-		if n, _ := f.Read(make([]byte, 1)); n != 0 {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is longer than %d bytes", rec.Digest.Short(), rec.Size)
-		}
-	case EncodingPacked:
-		f, err := r.pack(rec.Pack)
-		if err != nil {
-			return nil, missing(err)
-		}
-		if _, err := f.ReadAt(buf, rec.Offset); err != nil {
-			return nil, missing(err)
-		}
-	default:
-		return nil, errs.New(errs.IntegrityError, "store", "blob %s: unknown encoding %d", rec.Digest.Short(), rec.Encoding)
-	}
-	if err := objects.Verify(buf, rec.Digest, "blob "+rec.Digest.Short()); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
-func (r *BlobReader) pack(id PackID) (*os.File, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.packs[id]; ok {
-		return f, nil
-	}
-	f, err := os.Open(r.s.PackPath(id))
-	if err != nil {
-		return nil, err
-	}
-	r.packs[id] = f
-	return f, nil
-}
-
-// Close closes the pack files the reader opened.
-func (r *BlobReader) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, f := range r.packs {
-		f.Close()
-		delete(r.packs, id)
-	}
-	return nil
-}
-
-// RecordBlobs adds records for blobs whose files are durable. A blob already
-// recorded keeps its record (its bytes are the same).
-func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
-	// bbolt inserts into a node by shifting it until the commit splits it:
-	// keys in order append, random keys make a large batch quadratic.
-	recs = slices.Clone(recs)
-	slices.SortFunc(recs, func(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) })
-	b := tx.Bucket(bucketBlobs)
-	for _, r := range recs {
-		if b.Get(r.Digest[:]) != nil {
-			continue
-		}
-		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
-			return fmt.Errorf("store: record blob: %w", err)
-		}
-	}
-	return nil
-}
-
-// Blob returns the index record of blob d.
-func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
-	v := tx.Bucket(bucketBlobs).Get(d[:])
-	if v == nil {
-		return BlobRecord{}, false, nil
-	}
-	r, err := decodeBlobRecord(d, v)
-	return r, err == nil, err
-}
-
-// Records returns the index records of the blobs ds; a blob the index does
-// not know is an integrity_error (a manifest needs it).
-func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
-	out := make(map[objects.Digest]BlobRecord, len(ds))
-	for _, d := range ds {
-		r, ok, err := Blob(tx, d)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
-		}
-		out[d] = r
-	}
-	return out, nil
-}
-
-// ForEachBlob calls fn for every recorded blob.
-func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
-	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
-		r, err := decodeBlobRecord(objects.Digest(k), v)
-		if err != nil {
-			return err
-		}
-		return fn(r)
-	})
-}

@@ -73,3 +73,18 @@ func ForEachManifest(tx *bolt.Tx, fn func(objects.Digest) error) error {
 		return fn(d)
 	})
 }
+
+// RemoveManifest deletes the manifest d (gc's sweep). It does not look at
+// refs: gc checks, in the same transaction, that nothing names d.
+func RemoveManifest(tx *bolt.Tx, d objects.Digest) error {
+	if err := tx.Bucket(bucketManifests).Delete(d[:]); err != nil {
+		return fmt.Errorf("store: remove manifest: %w", err)
+	}
+	return nil
+}
+
+// ManifestBytes returns a copy of the encoded manifest d, or nil if there is
+// none. It checks nothing: fsck does.
+func ManifestBytes(tx *bolt.Tx, d objects.Digest) []byte {
+	return bytes.Clone(tx.Bucket(bucketManifests).Get(d[:]))
+}

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -35,12 +37,16 @@ type Options struct {
 	// LockTimeout bounds how long a command waits for another one's lock on
 	// the index. Zero means the default, 30 s (never forever).
 	LockTimeout time.Duration
+	// FS is the file system the write path uses; nil means the real one.
+	// Tests inject faults with it.
+	FS FS
 }
 
 // Store is an open store directory.
 type Store struct {
 	dir  string
 	opts Options
+	fs   FS
 }
 
 // Open opens the store at dir. With create, a missing store is created.
@@ -52,7 +58,10 @@ func Open(dir string, create bool, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{dir: abs, opts: opts}
+	if opts.FS == nil {
+		opts.FS = OSFS{}
+	}
+	s := &Store{dir: abs, opts: opts, fs: opts.FS}
 	if _, err := os.Stat(filepath.Join(abs, indexFile)); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("store: %w", err)
@@ -71,13 +80,26 @@ func Open(dir string, create bool, opts Options) (*Store, error) {
 // Dir is the store's absolute directory.
 func (s *Store) Dir() string { return s.dir }
 
+// create makes the store's directories and its index. The index is built
+// under a temp name and linked into place, so that index.db, once it
+// exists, is always a complete index: a crash while creating a store leaves
+// at most a temp file, and of two commands creating the same store at once
+// one index wins and the other command uses it.
 func (s *Store) create() error {
 	for _, d := range []string{s.dir, filepath.Join(s.dir, objectsDir), filepath.Join(s.dir, tmpDir)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := s.fs.MkdirAll(d); err != nil {
 			return fmt.Errorf("store: create: %w", err)
 		}
 	}
-	err := s.Update(func(tx *bolt.Tx) error {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(s.dir, tmpDir, indexFile+"."+hex.EncodeToString(rnd[:]))
+	defer os.Remove(tmp)
+	db, err := bolt.Open(tmp, 0o644, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("store: create: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -97,10 +119,19 @@ func (s *Store) create() error {
 		}
 		return refs.Init(tx)
 	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("store: create: %w", err)
 	}
-	return syncDir(s.dir)
+	if err := os.Link(tmp, filepath.Join(s.dir, indexFile)); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("store: create: %w", err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("store: create: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) checkFormat(tx *bolt.Tx) error {
@@ -149,11 +180,22 @@ func (s *Store) Update(fn func(tx *bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Update(fn); err != nil {
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		Failpoint(FailBeforeIndexCommit)
+		return nil
+	})
+	if err != nil {
 		db.Close()
 		return err
 	}
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	Failpoint(FailAfterIndexCommit)
+	return nil
 }
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+)
+
+// Encoding says how a blob's bytes are kept on disk. Digests always name
+// the raw bytes, so a new encoding never changes a digest or a manifest.
+type Encoding byte
+
+const (
+	_ Encoding = iota
+	// EncodingRaw is one file per blob, objects/ab/<digest>.
+	EncodingRaw
+	// EncodingPacked is a run of a pack file, objects/packs/<id>.pack:
+	// small blobs share packs so that a model of many small tensors costs a
+	// few files, not one per tensor.
+	EncodingPacked
+)
+
+// PackThreshold is the size below which a blob goes into a pack file.
+const PackThreshold = 1 << 20
+
+// packTarget is the size at which a pack file is closed and another begun.
+const packTarget = 64 << 20
+
+// PackID names a pack file.
+type PackID [16]byte
+
+func (p PackID) String() string { return hex.EncodeToString(p[:]) }
+
+// BlobRecord is what the index knows of a blob.
+type BlobRecord struct {
+	Digest   objects.Digest
+	Size     int64
+	Encoding Encoding
+	Pack     PackID // for EncodingPacked
+	Offset   int64  // in the pack, for EncodingPacked
+}
+
+// Record layout: encoding(1) size(8) [pack(16) offset(8)].
+func encodeBlobRecord(r BlobRecord) []byte {
+	b := append([]byte{byte(r.Encoding)}, u64(uint64(r.Size))...)
+	if r.Encoding == EncodingPacked {
+		b = append(b, r.Pack[:]...)
+		b = append(b, u64(uint64(r.Offset))...)
+	}
+	return b
+}
+
+func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
+	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
+	if len(b) < 9 {
+		return BlobRecord{}, bad
+	}
+	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
+	switch {
+	case r.Encoding == EncodingRaw && len(b) == 9:
+	case r.Encoding == EncodingPacked && len(b) == 9+16+8:
+		copy(r.Pack[:], b[9:25])
+		r.Offset = int64(getU64(b[25:]))
+	default:
+		return BlobRecord{}, bad
+	}
+	if r.Size < 0 || r.Offset < 0 {
+		return BlobRecord{}, bad
+	}
+	return r, nil
+}
+
+// RecordBlobs adds records for blobs whose files are durable. A blob already
+// recorded keeps its record (its bytes are the same).
+func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	for _, r := range recs {
+		if b.Get(r.Digest[:]) != nil {
+			continue
+		}
+		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
+			return fmt.Errorf("store: record blob: %w", err)
+		}
+	}
+	return nil
+}
+
+// Blob returns the index record of blob d.
+func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
+	v := tx.Bucket(bucketBlobs).Get(d[:])
+	if v == nil {
+		return BlobRecord{}, false, nil
+	}
+	r, err := decodeBlobRecord(d, v)
+	return r, err == nil, err
+}
+
+// Records returns the index records of the blobs ds; a blob the index does
+// not know is an integrity_error (a manifest needs it).
+func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
+	out := make(map[objects.Digest]BlobRecord, len(ds))
+	for _, d := range ds {
+		r, ok, err := Blob(tx, d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+		}
+		out[d] = r
+	}
+	return out, nil
+}
+
+// ForEachBlob calls fn for every recorded blob.
+func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
+	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+		r, err := decodeBlobRecord(objects.Digest(k), v)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
+// RemoveBlobRecords deletes the records recs (gc's sweep). Each must still
+// be recorded exactly as given: a record that changed since gc read it means
+// that someone else wrote to the store, and nothing is deleted.
+func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	for _, r := range recs {
+		if err := sameRecord(b, r); err != nil {
+			return err
+		}
+		if err := b.Delete(r.Digest[:]); err != nil {
+			return fmt.Errorf("store: remove blob record: %w", err)
+		}
+	}
+	return nil
+}
+
+// ReplaceBlobRecords points recorded blobs at new copies of their bytes
+// (gc's repack). Each old record must still be recorded as it was, and
+// each new one must name the same digest and size as an old one.
+func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	for _, r := range recs {
+		o, ok := old[r.Digest]
+		if !ok || o.Size != r.Size {
+			return fmt.Errorf("store: replace blob record %s: no old record of %d bytes", r.Digest.Short(), r.Size)
+		}
+		if err := sameRecord(b, o); err != nil {
+			return err
+		}
+		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
+			return fmt.Errorf("store: replace blob record: %w", err)
+		}
+	}
+	return nil
+}
+
+func sameRecord(b *bolt.Bucket, r BlobRecord) error {
+	if !bytes.Equal(b.Get(r.Digest[:]), encodeBlobRecord(r)) {
+		return errs.New(errs.Conflict, "store", "the record of blob %s changed while gc ran; run gc again", r.Digest.Short())
+	}
+	return nil
+}
+
+// sortedRecords returns recs in digest order: bbolt inserts into a node by
+// shifting it until the commit splits it, so keys in order are cheap.
+func sortedRecords(recs []BlobRecord) []BlobRecord {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) })
+	return recs
+}
