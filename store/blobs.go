@@ -253,4 +253,3 @@ func (s *Store) syncAll() error {
 	}
 	return nil
 }
-
