@@ -1,6 +1,9 @@
 package objects
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Change is how one tensor or file differs between two versions.
 type Change string
@@ -59,7 +62,7 @@ func Compare(a, b *Manifest) Diff {
 		switch {
 		case !ok:
 			td.Change, td.NewChunkBytes = Added, t.Size
-		case o.Digest == t.Digest && o.DType == t.DType && equalInts(o.Shape, t.Shape):
+		case o.Digest == t.Digest && o.DType == t.DType && slices.Equal(o.Shape, t.Shape):
 			td.Change, td.FromBytes, td.FromDType, td.FromShape = Unchanged, o.Size, o.DType, o.Shape
 		default:
 			td.Change, td.FromBytes, td.FromDType, td.FromShape = Changed, o.Size, o.DType, o.Shape
@@ -120,16 +123,4 @@ func newChunkBytes(a, b Tensor) int64 {
 		}
 	}
 	return n
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

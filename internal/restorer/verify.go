@@ -3,6 +3,7 @@ package restorer
 import (
 	"context"
 	"io"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -53,7 +54,7 @@ func verifyRelayout(ctx context.Context, p *plan, root string) error {
 	}
 	for i, gt := range got.Tensors {
 		wt := want.Tensors[i]
-		if gt.Name != wt.Name || gt.DType != wt.DType || gt.Size != wt.Size || !equalShape(gt.Shape, wt.Shape) {
+		if gt.Name != wt.Name || gt.DType != wt.DType || gt.Size != wt.Size || !slices.Equal(gt.Shape, wt.Shape) {
 			return bad("tensor %q is %s%v, planned %q %s%v", gt.Name, gt.DType, gt.Shape, wt.Name, wt.DType, wt.Shape)
 		}
 	}
@@ -89,16 +90,4 @@ func hashTensors(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, want
 		}
 	}
 	return g.Wait()
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
