@@ -27,14 +27,7 @@ var diffCommand = &cli.Command{
 		&cli.BoolFlag{Name: "all", Usage: "list unchanged tensors and files too"},
 	},
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 2, "REF REF"); err != nil {
-			return err
-		}
-		st, err := e.open(false)
+		e, st, err := withStore(c, 2, "REF REF")
 		if err != nil {
 			return err
 		}

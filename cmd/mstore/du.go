@@ -15,14 +15,7 @@ var duCommand = &cli.Command{
 	Name:  "du",
 	Usage: "logical bytes of all versions against the bytes stored, and the dedup ratio",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 0, ""); err != nil {
-			return err
-		}
-		st, err := e.open(false)
+		e, st, err := withStore(c, 0, "")
 		if err != nil {
 			return err
 		}

@@ -95,6 +95,23 @@ func loadManifest(st *store.Store, name string) (objects.Digest, *objects.Manife
 	return d, m, err
 }
 
+// withStore is the start of every command that reads an existing store:
+// the global flags, the number of arguments, the store.
+func withStore(c *cli.Context, nargs int, usage string) (*env, *store.Store, error) {
+	e, err := newEnv(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := needArgs(c, nargs, usage); err != nil {
+		return nil, nil, err
+	}
+	st, err := e.open(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, st, nil
+}
+
 // needArgs checks the number of positional arguments.
 func needArgs(c *cli.Context, n int, usage string) error {
 	if c.NArg() != n {

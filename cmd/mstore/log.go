@@ -23,14 +23,7 @@ var logCommand = &cli.Command{
 	Usage:     "show a ref's history, newest first",
 	ArgsUsage: "NAME",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 1, "NAME"); err != nil {
-			return err
-		}
-		st, err := e.open(false)
+		e, st, err := withStore(c, 1, "NAME")
 		if err != nil {
 			return err
 		}

@@ -27,14 +27,7 @@ var lsCommand = &cli.Command{
 	Name:  "ls",
 	Usage: "list refs with their current version and tags",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 0, ""); err != nil {
-			return err
-		}
-		st, err := e.open(false)
+		e, st, err := withStore(c, 0, "")
 		if err != nil {
 			return err
 		}

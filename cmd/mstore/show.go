@@ -31,14 +31,7 @@ var showCommand = &cli.Command{
 	Usage:     "show a version's files and tensors",
 	ArgsUsage: "REF",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 1, "REF"); err != nil {
-			return err
-		}
-		st, err := e.open(false)
+		e, st, err := withStore(c, 1, "REF")
 		if err != nil {
 			return err
 		}
