@@ -53,6 +53,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
 			tagCommand, rmCommand, diffCommand, duCommand,
+			gcCommand, fsckCommand, trimCommand,
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors

@@ -6,7 +6,9 @@ import (
 	"github.com/urfave/cli/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/refs"
+	"github.com/mstore/mstore/store"
 )
 
 var tagCommand = &cli.Command{
@@ -41,6 +43,10 @@ var tagCommand = &cli.Command{
 		}
 		var created bool
 		err = st.Update(func(tx *bolt.Tx) (err error) {
+			// gc may have removed an unnamed version since it was resolved.
+			if !(store.ManifestIndex{Tx: tx}).HasManifest(d) {
+				return errs.New(errs.NotFound, "tag", "version %s is no longer in the store", d.Short())
+			}
 			created, err = refs.Tag(tx, name, tag, d)
 			return err
 		})

@@ -101,6 +101,14 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 
+	// gc waits while an add holds the store's lock (shared): it never
+	// deletes a blob this add found in the store or wrote and has not yet
+	// recorded.
+	lock, err := st.Lock(store.LockShared, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	known, err := st.KnownBlobs()
 	if err != nil {
 		return nil, err

@@ -69,6 +69,11 @@ type Result struct {
 
 // Checkout writes version d of st into dest.
 func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest string, opts Options) (*Result, error) {
+	lock, err := st.Lock(store.LockShared, 0) // gc waits until the blobs are read
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {
 		m, err = store.Manifest(tx, d)
@@ -251,6 +256,11 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 	if f.Size > limit {
 		return nil, errs.New(errs.SizeLimitExceeded, "checkout", "%s is %d bytes, more than %d", p, f.Size, limit)
 	}
+	lock, err := st.Lock(store.LockShared, 0) // gc waits until the blobs are read
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	pf := storedFile(m, *f)
 	blobs, err := openBlobs(st, &plan{files: []planFile{pf}})
 	if err != nil {

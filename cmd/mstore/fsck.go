@@ -1,0 +1,89 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/store"
+)
+
+// fsckListed is how many unreferenced objects and leftovers fsck prints
+// without --json (every missing or corrupt object is printed).
+const fsckListed = 20
+
+var fsckCommand = &cli.Command{
+	Name:  "fsck",
+	Usage: "re-hash every blob and check every manifest, ref and tag (--repair removes leftovers of crashed commands)",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "repair", Usage: "remove temp files and unrecorded blob and pack files (never anything recorded)"},
+	},
+	Action: func(c *cli.Context) error {
+		e, st, err := withStore(c, 0, "[--repair]")
+		if err != nil {
+			return err
+		}
+		r, err := st.Fsck(c.Context, store.FsckOptions{Repair: c.Bool("repair")})
+		if r == nil {
+			return err
+		}
+		if e.json {
+			if perr := e.printJSON(r); perr != nil && err == nil {
+				err = perr
+			}
+		} else {
+			printFsck(e, r)
+		}
+		if err != nil {
+			return err
+		}
+		if !r.OK {
+			return errs.New(errs.IntegrityError, "fsck", "%d missing and %d corrupt object(s)", len(r.Missing), len(r.Corrupt))
+		}
+		return nil
+	},
+}
+
+func printFsck(e *env, r *store.FsckReport) {
+	e.printf("checked %d blobs (%s; %d packs), %d versions, %d refs, %d tags\n",
+		r.Blobs, humanBytes(r.Bytes), r.Packs, r.Manifests, r.Refs, r.Tags)
+	list := func(title string, fs []store.Finding, limit int) {
+		if len(fs) == 0 {
+			return
+		}
+		e.printf("%s: %d\n", title, len(fs))
+		for i, f := range fs {
+			if i == limit {
+				e.printf("  … %d more (--json lists all)\n", len(fs)-limit)
+				break
+			}
+			what := f.ID
+			if what == "" {
+				what = f.Path
+			}
+			e.printf("  %s %s: %s\n", f.Kind, what, f.Detail)
+		}
+	}
+	list("missing", r.Missing, len(r.Missing))
+	list("corrupt", r.Corrupt, len(r.Corrupt))
+	if len(r.Unreferenced) > 0 {
+		var versions, blobs int
+		var bytes int64
+		for _, f := range r.Unreferenced {
+			switch f.Kind {
+			case "manifest":
+				versions++
+			case "blob":
+				blobs++
+				bytes += f.Size
+			case "pack":
+				bytes += f.Size
+			}
+		}
+		e.printf("unreferenced: %d versions, %d blobs, %s (gc frees them)\n", versions, blobs, humanBytes(bytes))
+	}
+	list("leftovers of commands that did not finish (gc or fsck --repair removes them)", r.Leftovers, fsckListed)
+	list("repaired", r.Repaired, fsckListed)
+	if r.OK {
+		e.printf("ok\n")
+	}
+}

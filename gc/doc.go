@@ -1,0 +1,43 @@
+// Package gc frees what no named version needs, in two steps: NewPlan
+// decides, Execute does. `mstore gc --dry-run` prints the plan and stops.
+//
+// Mark: every version named by a tag or by any entry of any ref's history
+// is reachable; the blobs its manifest needs are live. A manifest that
+// cannot be read, a record that does not decode, a ref naming a manifest
+// the store lacks, or a directory that cannot be listed stops gc before it
+// changes anything: it never deletes what it could not judge.
+//
+// Sweep:
+//   - manifests no name reaches, and the records of blobs none of the
+//     reachable manifests needs, are removed from the index;
+//   - a loose blob file whose record goes is deleted;
+//   - a pack with no live blob is deleted; a pack with live blobs and unused
+//     bytes (dead blobs, or copies two adds wrote at once) is repacked: its
+//     live blobs are read back (each digest checked), written into new packs
+//     made durable first, their records moved in the same index transaction,
+//     and the old pack deleted after it;
+//   - a file the index does not record (a temp file, a blob or pack written
+//     by a command that crashed before its commit, or left by a gc that
+//     crashed before its deletes) is deleted once it is older than the grace
+//     period.
+//
+// Safety against concurrent commands: gc holds the store's lock exclusive
+// for its whole run, and every add and checkout holds it shared for theirs,
+// so gc never runs while an add has written blobs it has not recorded, or
+// while a checkout reads. The lock is flock(2): a killed command's lock
+// goes with its process. The grace period protects the files of a writer
+// that does not take the lock. Commands that only touch names (tag, rm,
+// trim) may run during gc: its index transaction checks again that no
+// version it removes has been named meanwhile, and gives up (conflict)
+// if one has.
+//
+// Order, so that a crash anywhere loses nothing: new packs are durable
+// before any record points at them; records and manifests are removed in
+// one transaction; files are deleted only after it committed. A crash
+// between the commit and the deletes leaves unrecorded files, which fsck
+// reports as leftovers and the next gc deletes. A failed delete is reported
+// and makes gc fail; the file stays, as a leftover.
+//
+// Failpoints (see store.Failpoint): FailAfterMark, FailAfterRepack,
+// FailAfterCommit, FailAfterDelete.
+package gc
