@@ -64,6 +64,15 @@ type Dir interface {
 	Stat(path string) (size int64, err error)
 }
 
+// LinkCounter is a Dir that can count the hard links of a file. A codec
+// that resolves paths named inside a model (ONNX external data) refuses a
+// file with more than one (path_traversal): the other name may be outside
+// the model directory. Dirs without links (in-memory ones) need not
+// implement it.
+type LinkCounter interface {
+	Links(path string) (int, error)
+}
+
 // ReadAtCloser is an open file of a Dir.
 type ReadAtCloser interface {
 	io.ReaderAt

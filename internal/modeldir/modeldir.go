@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
@@ -137,6 +138,20 @@ func (d *Dir) Stat(p string) (int64, error) {
 		return 0, err
 	}
 	return info.Size(), nil
+}
+
+// Links returns the number of hard links to the regular file at p (for a
+// permitted cache link, to the blob it resolves to). It implements
+// formats.LinkCounter.
+func (d *Dir) Links(p string) (int, error) {
+	info, _, err := d.lstat(p)
+	if err != nil {
+		return 0, err
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int(st.Nlink), nil
+	}
+	return 1, nil
 }
 
 // lstat checks p and returns its file info; for a permitted cache link, the
