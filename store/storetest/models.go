@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+	"github.com/mstore/mstore/store"
+)
+
+// Spec is a small model with two tensors of 1 MiB (stored as loose blob
+// files) and a dozen small ones (packed).
+var Spec = testmodel.Spec{Layers: 1, Hidden: 32, Vocab: 8192, DType: "F32"}
+
+// Model is a model directory written for a test, with its files.
+type Model struct {
+	Dir   string
+	Files map[string][]byte
+}
+
+// Variant builds a model of Spec in a directory under root: tensor i takes
+// its bytes from seeds[i % len(seeds)], so that variants sharing a seed
+// share those tensors (and their blobs).
+func Variant(t testing.TB, root, name string, seeds ...uint64) Model {
+	t.Helper()
+	files, err := Spec.BuildWith(func(i int, _ formats.Tensor, b []byte) {
+		r := rand.New(rand.NewPCG(seeds[i%len(seeds)], uint64(i)))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, name)
+	if err := testmodel.Write(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	return Model{Dir: dir, Files: files}
+}
+
+// Add adds m to st as name and returns the version's digest.
+func Add(t testing.TB, st *store.Store, m Model, name string) objects.Digest {
+	t.Helper()
+	res, err := archiver.Add(context.Background(), st, m.Dir, archiver.Options{Name: name})
+	if err != nil {
+		t.Fatalf("add %s: %v", name, err)
+	}
+	return res.Digest
+}
+
+// Resolve resolves a version name.
+func Resolve(st *store.Store, name string) (objects.Digest, error) {
+	spec, err := refs.ParseSpec(name)
+	if err != nil {
+		return objects.Digest{}, err
+	}
+	var d objects.Digest
+	err = st.View(func(tx *bolt.Tx) error {
+		d, err = refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
+		return err
+	})
+	return d, err
+}
+
+// Checkout checks version d out into a temp directory and returns its
+// files.
+func Checkout(t testing.TB, st *store.Store, d objects.Digest) (map[string][]byte, error) {
+	t.Helper()
+	dest := filepath.Join(t.TempDir(), "out")
+	if _, err := restorer.Checkout(context.Background(), st, d, dest, restorer.Options{}); err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dest, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dest, p)
+		out[filepath.ToSlash(rel)] = b
+		return err
+	})
+	return out, err
+}
+
+// RequireCheckout fails unless version name checks out as m's files.
+func RequireCheckout(t testing.TB, st *store.Store, name string, m Model) {
+	t.Helper()
+	d, err := Resolve(st, name)
+	if err != nil {
+		t.Fatalf("resolve %s: %v", name, err)
+	}
+	got, err := Checkout(t, st, d)
+	if err != nil {
+		t.Fatalf("checkout %s: %v", name, err)
+	}
+	if !SameFiles(got, m.Files) {
+		t.Fatalf("checkout %s differs from what was added", name)
+	}
+}
+
+// SameFiles reports whether two file sets are equal.
+func SameFiles(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, x := range a {
+		if y, ok := b[p]; !ok || !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+// Fsck runs fsck and fails on an error or on anything missing or corrupt.
+func Fsck(t testing.TB, st *store.Store, opts store.FsckOptions) *store.FsckReport {
+	t.Helper()
+	r, err := st.Fsck(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	if !r.OK {
+		t.Fatalf("fsck: missing %+v\ncorrupt %+v", r.Missing, r.Corrupt)
+	}
+	return r
+}
