@@ -224,3 +224,26 @@ func TestMutationBudgets(t *testing.T) {
 		t.Errorf("flip positions %d, first %d, last %d", len(pos), pos[0], pos[len(pos)-1])
 	}
 }
+
+// withCompanion is toy whose layout also holds companion.dat, a file it
+// was not passed, as ONNX holds the external data files its models name.
+type withCompanion struct{ toy }
+
+func (c withCompanion) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+	l, err := c.toy.Parse(dir, paths)
+	if err != nil {
+		return nil, err
+	}
+	size, err := dir.Stat("companion.dat")
+	if err != nil {
+		return nil, err
+	}
+	l.Files = append(l.Files, formats.File{Path: "companion.dat", Size: size, Extents: []formats.Extent{{Kind: formats.Frame, Size: size}}})
+	return l, nil
+}
+
+func TestSuiteAcceptsFilesFoundThroughClaimedOnes(t *testing.T) {
+	Suite{Codec: withCompanion{}, Samples: []Sample{
+		{Name: "companion", Files: map[string][]byte{"a.toy": toyFile("hello"), "companion.dat": []byte("side data")}},
+	}}.Run(t)
+}
