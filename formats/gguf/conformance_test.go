@@ -1,0 +1,63 @@
+package gguf
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/formattest"
+)
+
+// replan plans a parsed model again as one file, with the key/values and
+// version of its first file.
+func replan(parsed *formats.Layout) (*formats.Layout, error) {
+	var opts PlanOptions
+	if len(parsed.Files) > 0 {
+		meta := parsed.Files[0].Meta
+		kvs, err := DecodeKVs([]byte(meta[MetaKV]))
+		if err != nil {
+			return nil, err
+		}
+		v, _ := strconv.Atoi(meta[MetaVersion])
+		opts = PlanOptions{KVs: kvs, Version: uint32(v)}
+	}
+	return Plan(parsed.Tensors, opts)
+}
+
+// nonZeroPadding is a generated file whose padding holds other bytes than
+// zeros, which Parse must keep as frame bytes.
+func nonZeroPadding(t testing.TB) map[string][]byte {
+	files := generate(t, mixedSpecs[:3], PlanOptions{KVs: mixedKVs[:2], Alignment: 64})
+	b := files["model.gguf"]
+	l, err := parseFiles(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Files[0].Extents {
+		if e.Kind == formats.Zeros {
+			b[e.Offset] = 0xaa
+		}
+	}
+	return files
+}
+
+func TestConformance(t *testing.T) {
+	generated := []formattest.Sample{
+		{Name: "mixed", Files: generate(t, mixedSpecs, PlanOptions{KVs: mixedKVs})},
+		{Name: "no-tensors", Files: generate(t, nil, PlanOptions{KVs: mixedKVs[:3]})},
+		{Name: "v2-align-8", Files: generate(t, mixedSpecs[:4], PlanOptions{Version: 2, Alignment: 8})},
+		{Name: "split-3", Files: generate(t, mixedSpecs, PlanOptions{KVs: mixedKVs, SplitMaxTensors: 4, Name: "sub/tiny"})},
+		{Name: "non-zero-padding", Files: nonZeroPadding(t)},
+	}
+	formattest.Suite{Codec: Codec, Samples: generated, Replan: replan}.Run(t)
+
+	real := realFiles(t)
+	var samples []formattest.Sample
+	for _, name := range []string{"llama-2-tiny-random.gguf", "ggml-vocab-bert-bge.gguf"} {
+		if b, ok := real[name]; ok {
+			samples = append(samples, formattest.Sample{Name: name, Files: map[string][]byte{name: b}})
+		}
+	}
+	// Real files take milliseconds each to parse: fewer mutations.
+	formattest.Suite{Codec: Codec, Samples: samples, Replan: replan, MaxTruncations: 64, MaxBitFlips: 256}.Run(t)
+}

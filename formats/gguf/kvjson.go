@@ -1,0 +1,304 @@
+package gguf
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// EncodeKVs writes key/values as canonical JSON, in their order:
+//
+//	[{"key":"general.architecture","type":"str","value":"llama"},
+//	 {"key":"tokenizer.ggml.scores","type":"arr","elem":"f32","value":[0,-1000]}, …]
+//
+// Types are gguf.cpp's names (u8 i8 u16 i16 u32 i32 f32 bool str arr u64
+// i64 f64). Integers are decimal; floats are the shortest decimal that
+// reads back to the same bits, with "inf", "-inf" and "nan" (or
+// "nan:0x…" with the bits of a NaN that is not the default one) as
+// strings; a string that is not UTF-8 is {"base64":"…"}. DecodeKVs reads
+// it back to the same values, bit for bit.
+func EncodeKVs(kvs []KV) []byte {
+	var n int64
+	for _, kv := range kvs {
+		n += kvSize(kv) + 48
+	}
+	b := make([]byte, 0, n+n/4)
+	b = append(b, '[')
+	for i, kv := range kvs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, kv.Key)
+		v := kv.Value
+		if v.Array {
+			b = append(b, `,"type":"arr","elem":"`...)
+			b = append(b, v.Type.String()...)
+			b = append(b, `","value":[`...)
+			for j := range v.Len() {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONElem(b, v, j)
+			}
+			b = append(b, "]}"...)
+			continue
+		}
+		b = append(b, `,"type":"`...)
+		b = append(b, v.Type.String()...)
+		b = append(b, `","value":`...)
+		b = appendJSONElem(b, v, 0)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+const (
+	defaultNaN32 = 0x7fc00000
+	defaultNaN64 = 0x7ff8000000000000
+)
+
+func appendJSONElem(b []byte, v Value, i int) []byte {
+	switch v.Type {
+	case TypeString:
+		s := v.Strs[i]
+		if utf8.ValidString(s) {
+			return appendJSONString(b, s)
+		}
+		b = append(b, `{"base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, []byte(s))
+		return append(b, `"}`...)
+	case TypeBool:
+		return strconv.AppendBool(b, v.Uint(i) != 0)
+	case TypeInt8, TypeInt16, TypeInt32, TypeInt64:
+		return strconv.AppendInt(b, v.Int(i), 10)
+	case TypeFloat32, TypeFloat64:
+		bits, size := v.Uint(i), 64
+		f := math.Float64frombits(bits)
+		if v.Type == TypeFloat32 {
+			f, size = float64(math.Float32frombits(uint32(bits))), 32
+		}
+		switch {
+		case math.IsInf(f, 1):
+			return append(b, `"inf"`...)
+		case math.IsInf(f, -1):
+			return append(b, `"-inf"`...)
+		case math.IsNaN(f):
+			if size == 32 && bits == defaultNaN32 || size == 64 && bits == defaultNaN64 {
+				return append(b, `"nan"`...)
+			}
+			b = append(b, `"nan:0x`...)
+			b = strconv.AppendUint(b, bits, 16)
+			return append(b, '"')
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, size)
+	}
+	return strconv.AppendUint(b, v.Uint(i), 10)
+}
+
+// appendJSONString quotes valid UTF-8 s: only '"', '\\' and control
+// characters are escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// jsonKV is one entry of EncodeKVs' output.
+type jsonKV struct {
+	Key   *string         `json:"key"`
+	Type  string          `json:"type"`
+	Elem  string          `json:"elem"`
+	Value json.RawMessage `json:"value"`
+}
+
+var typeByValueName = func() map[string]ValueType {
+	m := map[string]ValueType{}
+	for t, name := range valueTypeNames {
+		m[name] = ValueType(t)
+	}
+	return m
+}()
+
+// DecodeKVs reads what EncodeKVs wrote. Anything else (unknown fields or
+// types, numbers out of range, duplicate or empty keys) is schema_error.
+func DecodeKVs(b []byte) ([]KV, error) {
+	bad := func(format string, args ...any) error {
+		return errs.New(errs.SchemaError, pkg, "key/value JSON: "+format, args...)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var raw []jsonKV
+	if err := dec.Decode(&raw); err != nil {
+		return nil, bad("%v", err)
+	}
+	if dec.More() {
+		return nil, bad("text after the array")
+	}
+	out := make([]KV, 0, len(raw))
+	seen := make(map[string]bool, len(raw))
+	for _, r := range raw {
+		if r.Key == nil {
+			return nil, bad("an entry has no key")
+		}
+		key := *r.Key
+		if err := checkKey(key); err != nil {
+			return nil, err
+		}
+		if seen[key] {
+			return nil, bad("key %q appears twice", key)
+		}
+		seen[key] = true
+		t, ok := typeByValueName[r.Type]
+		if !ok {
+			return nil, bad("key %q: unknown type %q", key, r.Type)
+		}
+		v := Value{Type: t}
+		var elems []json.RawMessage
+		if t == TypeArray {
+			if v.Type, ok = typeByValueName[r.Elem]; !ok || v.Type == TypeArray {
+				return nil, bad("key %q: bad array element type %q", key, r.Elem)
+			}
+			v.Array = true
+			if err := json.Unmarshal(r.Value, &elems); err != nil || elems == nil {
+				return nil, bad("key %q: value is not an array", key)
+			}
+		} else {
+			if r.Elem != "" {
+				return nil, bad("key %q: a %s has no element type", key, r.Type)
+			}
+			elems = []json.RawMessage{r.Value}
+		}
+		for _, e := range elems {
+			if err := v.appendJSON(e); err != nil {
+				return nil, bad("key %q: %v", key, err)
+			}
+		}
+		if v.Type == TypeString && v.Strs == nil {
+			v.Strs = []string{}
+		}
+		out = append(out, KV{Key: key, Value: v})
+	}
+	return out, nil
+}
+
+// appendJSON adds one JSON element to v.
+func (v *Value) appendJSON(e json.RawMessage) error {
+	if v.Type == TypeString {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			v.Strs = append(v.Strs, s)
+			return nil
+		}
+		var o struct {
+			Base64 *string `json:"base64"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&o) != nil || o.Base64 == nil {
+			return errs.New(errs.SchemaError, pkg, "%s is not a string", e)
+		}
+		raw, err := base64.StdEncoding.DecodeString(*o.Base64)
+		if err != nil {
+			return errs.New(errs.SchemaError, pkg, "bad base64: %v", err)
+		}
+		v.Strs = append(v.Strs, string(raw))
+		return nil
+	}
+	bits, err := parseJSONNumber(v.Type, string(e))
+	if err != nil {
+		return err
+	}
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(bits >> (8 * i))
+	}
+	v.Raw = append(v.Raw, b[:v.Type.width()]...)
+	return nil
+}
+
+// parseJSONNumber returns the bits of one element of type t.
+func parseJSONNumber(t ValueType, s string) (uint64, error) {
+	bad := errs.New(errs.SchemaError, pkg, "%s is not a %s", s, t)
+	switch t {
+	case TypeBool:
+		switch s {
+		case "true":
+			return 1, nil
+		case "false":
+			return 0, nil
+		}
+		return 0, bad
+	case TypeFloat32, TypeFloat64:
+		size := 64
+		if t == TypeFloat32 {
+			size = 32
+		}
+		var f float64
+		switch s {
+		case `"inf"`:
+			f = math.Inf(1)
+		case `"-inf"`:
+			f = math.Inf(-1)
+		case `"nan"`:
+			if size == 32 {
+				return defaultNaN32, nil
+			}
+			return defaultNaN64, nil
+		default:
+			if len(s) > 8 && s[:7] == `"nan:0x` && s[len(s)-1] == '"' {
+				bits, err := strconv.ParseUint(s[7:len(s)-1], 16, size)
+				if err != nil {
+					return 0, bad
+				}
+				return bits, nil
+			}
+			if !json.Valid([]byte(s)) || s[0] == '"' || s[0] == '{' || s[0] == '[' || s == "true" || s == "false" || s == "null" {
+				return 0, bad
+			}
+			var err error
+			if f, err = strconv.ParseFloat(s, size); err != nil {
+				return 0, bad
+			}
+		}
+		if size == 32 {
+			return uint64(math.Float32bits(float32(f))), nil
+		}
+		return math.Float64bits(f), nil
+	case TypeInt8, TypeInt16, TypeInt32, TypeInt64:
+		w := t.width() * 8
+		i, err := strconv.ParseInt(s, 10, w)
+		if err != nil {
+			return 0, bad
+		}
+		return uint64(i), nil // appendJSON keeps the low bytes: two's complement
+	default:
+		u, err := strconv.ParseUint(s, 10, t.width()*8)
+		if err != nil {
+			return 0, bad
+		}
+		return u, nil
+	}
+}
