@@ -72,8 +72,8 @@ const (
 // lengths change); everything between them is copied.
 type node struct {
 	tagAt, tagEnd, bodyAt, end int64 // the field that holds the message (zeros and size for the model)
-	children           []*node
-	tensor             *tensorRec
+	children                   []*node
+	tensor                     *tensorRec
 }
 
 // walker walks one .onnx file and finds its tensors.
