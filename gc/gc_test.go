@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	f.e = storetest.Variant(t, root, "e", 5, 2)
 	for _, v := range []struct {
 		key, ref string
-		m       storetest.Model
+		m        storetest.Model
 	}{{"a", "m", f.a}, {"b", "m", f.b}, {"c", "m", f.c}, {"d", "x", f.d}, {"e", "y", f.e}} {
 		f.digests[v.key] = storetest.Add(t, st, v.m, v.ref)
 	}
@@ -191,8 +191,8 @@ func TestGCGracePeriod(t *testing.T) {
 	orphan := []byte("a blob of a crashed add")
 	od := objects.Sum(orphan).String()
 	for rel, b := range map[string][]byte{
-		"tmp/pack-abc.123": []byte("half a pack"),
-		"objects/" + od[:2] + "/" + od: orphan,
+		"tmp/pack-abc.123":                                    []byte("half a pack"),
+		"objects/" + od[:2] + "/" + od:                        orphan,
 		"objects/packs/00112233445566778899aabbccddeeff.pack": []byte("a pack of a crashed add"),
 	} {
 		p := filepath.Join(f.st.Dir(), filepath.FromSlash(rel))
