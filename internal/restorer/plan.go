@@ -86,13 +86,19 @@ type PlanRequest struct {
 	Source  *objects.Manifest
 	Tensors []objects.Tensor
 	Options Options
+	// Frames returns the bytes of the frame extents of Source's file at
+	// path, one entry per extent (zeros for zero extents, nil for tensor
+	// extents), each blob verified: for planners that rewrite a
+	// container's frame (ONNX's protobuf). More than limit bytes of frames
+	// is size_limit_exceeded.
+	Frames func(path string, limit int64) ([][]byte, error)
 }
 
 var planners = map[string]planner{"safetensors": planSafetensors}
 
 // makePlan decides what to write: the files as added, or a new layout made
 // by the target format's planner.
-func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
+func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][]byte, error)) (*plan, error) {
 	target := opts.Format
 	if target == "" {
 		target = m.Format
@@ -122,7 +128,7 @@ func makePlan(m *objects.Manifest, opts Options) (*plan, error) {
 	if len(selected) == 0 {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
 	}
-	planned, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts})
+	planned, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts, Frames: frames})
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	}); err != nil {
 		return nil, err
 	}
-	p, err := makePlan(m, opts)
+	p, err := makePlan(m, opts, storedFrames(st, m))
 	if err != nil {
 		return nil, err
 	}
