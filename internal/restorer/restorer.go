@@ -44,6 +44,20 @@ type Options struct {
 	// Format options of the other codecs are added beside MaxShardSize; each
 	// one that asks for a new layout is listed in relayout().
 
+	// Alignment, when > 0, is the data alignment of the written files (a
+	// power of two; GGUF's general.alignment).
+	Alignment int64
+	// SplitMaxTensors and SplitMaxSize, when > 0, split a GGUF model as
+	// gguf-split does: at most that many tensors, or bytes of tensor data,
+	// per file.
+	SplitMaxTensors int
+	SplitMaxSize    int64
+	// DType, when set ("f16", "bf16", "f32"), casts every floating-point
+	// tensor to that dtype; a value the dtype cannot hold is refused
+	// (lossy_conversion) unless Clamp is set.
+	DType string
+	Clamp bool
+
 	// Force replaces an existing non-empty destination.
 	Force    bool
 	Workers  int
@@ -53,7 +67,8 @@ type Options struct {
 // relayout reports whether the options ask for another layout than the one
 // added.
 func (o Options) relayout() bool {
-	return o.MaxShardSize > 0 || len(o.Tensors) > 0
+	return o.MaxShardSize > 0 || len(o.Tensors) > 0 ||
+		o.Alignment > 0 || o.SplitMaxTensors > 0 || o.SplitMaxSize > 0 || o.DType != ""
 }
 
 // Result describes a checkout.
