@@ -45,8 +45,17 @@ type Options struct {
 	// one that asks for a new layout is listed in relayout().
 
 	// Alignment, when > 0, is the data alignment of the written files (a
-	// power of two; GGUF's general.alignment).
+	// power of two; GGUF's general.alignment; ONNX: the tensors' offsets
+	// in its external data file).
 	Alignment int64
+	// ExternalData (ONNX) names the one data file, beside the .onnx file,
+	// that receives every initializer of at least SizeThreshold bytes;
+	// InlineData writes every tensor inside the .onnx file instead.
+	ExternalData string
+	InlineData   bool
+	// SizeThreshold (ONNX): smaller initializers stay inside the .onnx
+	// file; 0 means onnx's 1024 bytes.
+	SizeThreshold int64
 	// SplitMaxTensors and SplitMaxSize, when > 0, split a GGUF model as
 	// gguf-split does: at most that many tensors, or bytes of tensor data,
 	// per file.
@@ -68,7 +77,8 @@ type Options struct {
 // added.
 func (o Options) relayout() bool {
 	return o.MaxShardSize > 0 || len(o.Tensors) > 0 ||
-		o.Alignment > 0 || o.SplitMaxTensors > 0 || o.SplitMaxSize > 0 || o.DType != ""
+		o.Alignment > 0 || o.SplitMaxTensors > 0 || o.SplitMaxSize > 0 || o.DType != "" ||
+		o.ExternalData != "" || o.InlineData || o.SizeThreshold > 0
 }
 
 // Result describes a checkout.
