@@ -1,5 +1,7 @@
 package formats
 
+import "io"
+
 // Codec is one container format's parser. Every codec passes the shared
 // conformance suite in formats/formattest.
 type Codec interface {
@@ -27,4 +29,18 @@ type Limits struct {
 type Limited interface {
 	Codec
 	WithLimits(Limits) Codec
+}
+
+// MetaCompression is the File.Meta key of a container file that is
+// compressed on disk (an MPK .tar.gz): its value names the canonical
+// encoding a checkout writes it in, and the File's Size, Extents (and, in a
+// manifest, Digest) describe the decoded stream, which a Decoder gives.
+const MetaCompression = "compression"
+
+// Decoder is a codec whose layouts may hold compressed files (Meta
+// [MetaCompression] set). Decode returns the decoded stream of such a file,
+// which the archiver reads the file's extents from.
+type Decoder interface {
+	Codec
+	Decode(dir Dir, path string) (io.ReadCloser, error)
 }
