@@ -81,7 +81,7 @@ func (f *fixture) requireNamed(t *testing.T, withHistory bool) {
 
 func (f *fixture) gone(t *testing.T, key string) {
 	t.Helper()
-	if _, err := storetest.Checkout(t, f.st, f.digests[key]); !errors.Is(err, errs.NotFound) {
+	if _, err := storetest.Checkout(f.st, f.digests[key]); !errors.Is(err, errs.NotFound) {
 		t.Errorf("version %s after gc: err = %v, want not_found", key, err)
 	}
 }
@@ -177,7 +177,7 @@ func TestGCDryRunChangesNothing(t *testing.T) {
 	}
 	f.requireNamed(t, false)
 	for _, k := range []string{"a", "b", "e"} {
-		if _, err := storetest.Checkout(t, f.st, f.digests[k]); err != nil {
+		if _, err := storetest.Checkout(f.st, f.digests[k]); err != nil {
 			t.Errorf("a dry run removed version %s: %v", k, err)
 		}
 	}

@@ -258,7 +258,7 @@ func TestFsckLeftoversAndRepair(t *testing.T) {
 		t.Error("repair removed unreferenced data: that is gc's job")
 	}
 	storetest.RequireCheckout(t, f.st, "m:v1", f.a)
-	if _, err := storetest.Checkout(t, f.st, f.db); err != nil {
+	if _, err := storetest.Checkout(f.st, f.db); err != nil {
 		t.Errorf("repair removed data of an unreferenced version: %v", err)
 	}
 }

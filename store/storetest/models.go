@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -23,6 +22,12 @@ import (
 // files) and a dozen small ones (packed).
 var Spec = testmodel.Spec{Layers: 1, Hidden: 32, Vocab: 8192, DType: "F32"}
 
+// T is what the helpers need of a test; *testing.T and *rapid.T have it.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Model is a model directory written for a test, with its files.
 type Model struct {
 	Dir   string
@@ -32,7 +37,7 @@ type Model struct {
 // Variant builds a model of Spec in a directory under root: tensor i takes
 // its bytes from seeds[i % len(seeds)], so that variants sharing a seed
 // share those tensors (and their blobs).
-func Variant(t testing.TB, root, name string, seeds ...uint64) Model {
+func Variant(t T, root, name string, seeds ...uint64) Model {
 	t.Helper()
 	files, err := Spec.BuildWith(func(i int, _ formats.Tensor, b []byte) {
 		r := rand.New(rand.NewPCG(seeds[i%len(seeds)], uint64(i)))
@@ -41,17 +46,17 @@ func Variant(t testing.TB, root, name string, seeds ...uint64) Model {
 		}
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	dir := filepath.Join(root, name)
 	if err := testmodel.Write(dir, files); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	return Model{Dir: dir, Files: files}
 }
 
 // Add adds m to st as name and returns the version's digest.
-func Add(t testing.TB, st *store.Store, m Model, name string) objects.Digest {
+func Add(t T, st *store.Store, m Model, name string) objects.Digest {
 	t.Helper()
 	res, err := archiver.Add(context.Background(), st, m.Dir, archiver.Options{Name: name})
 	if err != nil {
@@ -76,14 +81,18 @@ func Resolve(st *store.Store, name string) (objects.Digest, error) {
 
 // Checkout checks version d out into a temp directory and returns its
 // files.
-func Checkout(t testing.TB, st *store.Store, d objects.Digest) (map[string][]byte, error) {
-	t.Helper()
-	dest := filepath.Join(t.TempDir(), "out")
+func Checkout(st *store.Store, d objects.Digest) (map[string][]byte, error) {
+	tmp, err := os.MkdirTemp("", "mstore-checkout-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	dest := filepath.Join(tmp, "out")
 	if _, err := restorer.Checkout(context.Background(), st, d, dest, restorer.Options{}); err != nil {
 		return nil, err
 	}
 	out := map[string][]byte{}
-	err := filepath.WalkDir(dest, func(p string, e os.DirEntry, err error) error {
+	err = filepath.WalkDir(dest, func(p string, e os.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
@@ -96,13 +105,13 @@ func Checkout(t testing.TB, st *store.Store, d objects.Digest) (map[string][]byt
 }
 
 // RequireCheckout fails unless version name checks out as m's files.
-func RequireCheckout(t testing.TB, st *store.Store, name string, m Model) {
+func RequireCheckout(t T, st *store.Store, name string, m Model) {
 	t.Helper()
 	d, err := Resolve(st, name)
 	if err != nil {
 		t.Fatalf("resolve %s: %v", name, err)
 	}
-	got, err := Checkout(t, st, d)
+	got, err := Checkout(st, d)
 	if err != nil {
 		t.Fatalf("checkout %s: %v", name, err)
 	}
@@ -125,7 +134,7 @@ func SameFiles(a, b map[string][]byte) bool {
 }
 
 // Fsck runs fsck and fails on an error or on anything missing or corrupt.
-func Fsck(t testing.TB, st *store.Store, opts store.FsckOptions) *store.FsckReport {
+func Fsck(t T, st *store.Store, opts store.FsckOptions) *store.FsckReport {
 	t.Helper()
 	r, err := st.Fsck(context.Background(), opts)
 	if err != nil {
