@@ -6,10 +6,13 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/formats/safetensors"
 )
 
-var all = []formats.Codec{safetensors.Codec}
+// ONNX comes first: its external data files (often *.bin, *.data) are in
+// its layout, so other codecs' claims on them do not count.
+var all = []formats.Codec{onnx.Codec, safetensors.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }
