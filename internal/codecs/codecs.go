@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/formats/safetensors"
 )
 
 // ONNX comes first: its external data files (often *.bin, *.data) are in
 // its layout, so other codecs' claims on them do not count.
-var all = []formats.Codec{onnx.Codec, safetensors.Codec}
+var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }
