@@ -210,17 +210,28 @@ func planSafetensors(req PlanRequest) (*Planned, error) {
 				break
 			}
 		}
+	} else if from := safetensorsFrom[req.Source.Format]; from != nil {
+		var err error
+		if name, meta, err = from(req); err != nil {
+			return nil, err
+		}
 	}
-	in := make([]formats.Tensor, len(req.Tensors))
-	for i, t := range req.Tensors {
-		in[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
+	in, tr, err := castTensors(req.Tensors, req.Options) // --dtype
+	if err != nil {
+		return nil, err
 	}
 	l, err := safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &Planned{Layout: l}, nil
+	return &Planned{Layout: l, Transforms: tr}, nil
 }
+
+// safetensorsFrom lets a source format say what a SafeTensors checkout of
+// its versions is named and carries as __metadata__ (GGUF keeps its
+// key/values there), or refuse it (quantized tensors, which SafeTensors
+// cannot hold). A format registers its own from its planner's file.
+var safetensorsFrom = map[string]func(req PlanRequest) (name string, meta map[string]string, err error){}
 
 // shardSuffix matches "-00001-of-00003.safetensors".
 var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}\.safetensors$`)

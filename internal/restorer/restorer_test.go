@@ -210,7 +210,7 @@ func TestExistingDestination(t *testing.T) {
 func TestUnsupportedConversionAndCancel(t *testing.T) {
 	st, _, d := added(t, testmodel.Tiny)
 	parent := t.TempDir()
-	if _, err := Checkout(context.Background(), st, d, filepath.Join(parent, "g"), Options{Format: "gguf"}); !errors.Is(err, errs.UnsupportedVersion) {
+	if _, err := Checkout(context.Background(), st, d, filepath.Join(parent, "g"), Options{Format: "no-such-format"}); !errors.Is(err, errs.UnsupportedVersion) {
 		t.Fatalf("err = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
