@@ -3,6 +3,7 @@ module github.com/mstore/mstore
 go 1.26.8
 
 require (
+	github.com/gpustack/gguf-parser-go v0.28.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/zeebo/blake3 v0.2.4
@@ -17,7 +18,6 @@ require (
 
 require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
-	github.com/gpustack/gguf-parser-go v0.28.1 // indirect
 	github.com/henvic/httpretty v0.1.4 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect

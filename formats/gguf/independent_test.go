@@ -18,7 +18,7 @@ func TestIndependentParserAgrees(t *testing.T) {
 	for i, vt := range []gguf.ValueType{gguf.TypeUint8, gguf.TypeInt8, gguf.TypeUint16, gguf.TypeInt16, gguf.TypeUint32,
 		gguf.TypeInt32, gguf.TypeFloat32, gguf.TypeBool, gguf.TypeUint64, gguf.TypeInt64, gguf.TypeFloat64} {
 		key := "k." + vt.String()
-		kvs = append(kvs, gguf.KV{Key: key, Value: gguf.ArrayValue(vt, []uint64{0, 1, uint64(i)&1})})
+		kvs = append(kvs, gguf.KV{Key: key, Value: gguf.ArrayValue(vt, []uint64{0, 1, uint64(i) & 1})})
 	}
 	kvs = append(kvs,
 		gguf.KV{Key: "s", Value: gguf.StringValue("chat {{ template }}")},
