@@ -130,6 +130,3 @@ func (s *Store) RemoveFile(path string) error {
 	}
 	return nil
 }
-
-// SyncFS makes every change to the store's files durable (one syncfs(2)).
-func (s *Store) SyncFS() error { return s.syncAll() }

@@ -349,10 +349,7 @@ func (s *Store) repair(r *FsckReport, files *storeFiles) error {
 		}
 		r.Repaired = append(r.Repaired, Finding{Kind: f.Kind.String(), ID: fileID(f), Path: f.Rel, Size: f.Size, Detail: "removed"})
 	}
-	if len(r.Repaired) > 0 {
-		return s.syncAll()
-	}
-	return nil
+	return nil // not synced: a delete lost in a power failure is a leftover again
 }
 
 func workerCount(n int) int {
