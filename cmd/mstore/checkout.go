@@ -21,13 +21,17 @@ var checkoutCommand = &cli.Command{
 		&cli.BoolFlag{Name: "inline-data", Usage: "ONNX: write every tensor inside the .onnx file (refused past 2 GB)"},
 		&cli.StringFlag{Name: "size-threshold", Usage: "ONNX: initializers smaller than this stay inside the .onnx file (default 1024)"},
 		&cli.StringFlag{Name: "alignment", Usage: "align tensor data to this many bytes (ONNX external data: default 4096 for tensors of 1 MiB or more)"},
+		&cli.StringFlag{Name: "split-max-size", Usage: "GGUF: split as gguf-split does, at most this much tensor data per file (e.g. 2GB)"},
+		&cli.IntFlag{Name: "split-max-tensors", Usage: "GGUF: split as gguf-split does, at most this many tensors per file"},
+		&cli.StringFlag{Name: "dtype", Usage: "cast floating-point tensors to f16, bf16 or f32 (values the dtype cannot hold are refused)"},
+		&cli.BoolFlag{Name: "clamp", Usage: "with --dtype: clamp values the dtype cannot hold to its largest finite value"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N]"); err != nil {
+		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N] [--split-max-size SIZE | --split-max-tensors N] [--dtype D [--clamp]]"); err != nil {
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
@@ -38,7 +42,14 @@ var checkoutCommand = &cli.Command{
 			}
 		}
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
-		for flag, to := range map[string]*int64{"size-threshold": &opts.SizeThreshold, "alignment": &opts.Alignment} {
+		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
+		if _, ok := restorer.CastTargets[strings.ToLower(opts.DType)]; opts.DType != "" && !ok {
+			return usageError("--dtype %q: want f16, bf16 or f32", opts.DType)
+		}
+		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
+			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
+		}
+		for flag, to := range map[string]*int64{"size-threshold": &opts.SizeThreshold, "alignment": &opts.Alignment, "split-max-size": &opts.SplitMaxSize} {
 			if s := c.String(flag); s != "" {
 				if *to, err = parseSize(s); err != nil {
 					return err
