@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mstore/mstore/formats/gguf"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+func init() {
+	formatDetails["gguf"] = showGGUF
+	formatDiffs["gguf"] = diffGGUF
+}
+
+// ggufKVView is one key/value as show prints it: arrays are summarised by
+// their element type, length and first elements.
+type ggufKVView struct {
+	Key   string `json:"key"`
+	Type  string `json:"type"`
+	Elem  string `json:"elem,omitempty"`
+	Count int    `json:"count,omitempty"` // arrays
+	Value any    `json:"value,omitempty"` // scalars
+	First []any  `json:"first,omitempty"` // the first elements of an array
+}
+
+type ggufFileView struct {
+	Path      string       `json:"path"`
+	Version   string       `json:"version"`
+	Alignment string       `json:"alignment"`
+	KV        []ggufKVView `json:"kv"`
+}
+
+const ggufFirstElems = 8
+
+// showGGUF lists each GGUF file's key/values. The chat template is shown
+// whole; other strings up to 200 bytes; arrays as type, length and first
+// elements (a tokenizer's 150,000 tokens would drown everything else).
+func showGGUF(_ *store.Store, m *objects.Manifest) (string, any, error) {
+	var b strings.Builder
+	var views []ggufFileView
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer || f.Meta[gguf.MetaKV] == "" {
+			continue
+		}
+		kvs, err := gguf.DecodeKVs([]byte(f.Meta[gguf.MetaKV]))
+		if err != nil {
+			return "", nil, err
+		}
+		v := ggufFileView{Path: f.Path, Version: f.Meta[gguf.MetaVersion], Alignment: f.Meta[gguf.MetaAlignment]}
+		fmt.Fprintf(&b, "key/values of %s (GGUF v%s, alignment %s):\n", f.Path, v.Version, v.Alignment)
+		width := 0
+		for _, kv := range kvs {
+			width = max(width, len(kv.Key))
+		}
+		for _, kv := range kvs {
+			kvv := viewKV(kv)
+			v.KV = append(v.KV, kvv)
+			fmt.Fprintf(&b, "  %-*s  %-14s %s\n", width, kv.Key, typeLabel(kv.Value), valueText(kv, true))
+		}
+		views = append(views, v)
+	}
+	return b.String(), map[string]any{"files": views}, nil
+}
+
+func viewKV(kv gguf.KV) ggufKVView {
+	v := kv.Value
+	out := ggufKVView{Key: kv.Key, Type: v.Type.String()}
+	if !v.Array {
+		out.Value = elem(v, 0)
+		return out
+	}
+	out.Type, out.Elem, out.Count = "arr", v.Type.String(), v.Len()
+	for i := range min(v.Len(), ggufFirstElems) {
+		out.First = append(out.First, elem(v, i))
+	}
+	return out
+}
+
+// elem is element i of v as JSON shows it.
+func elem(v gguf.Value, i int) any {
+	switch v.Type {
+	case gguf.TypeString:
+		return v.Strs[i]
+	case gguf.TypeBool:
+		return v.Uint(i) != 0
+	case gguf.TypeFloat32, gguf.TypeFloat64:
+		f := v.Float(i)
+		if math.IsNaN(f) || math.IsInf(f, 0) { // JSON has no number for them
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		return f
+	case gguf.TypeInt8, gguf.TypeInt16, gguf.TypeInt32, gguf.TypeInt64:
+		return v.Int(i)
+	}
+	return v.Uint(i)
+}
+
+func typeLabel(v gguf.Value) string {
+	if v.Array {
+		return fmt.Sprintf("arr[%s,%d]", v.Type, v.Len())
+	}
+	return v.Type.String()
+}
+
+// valueText prints a value for people: strings quoted (the chat template
+// whole, on its own lines, when full is set), arrays by their first
+// elements.
+func valueText(kv gguf.KV, full bool) string {
+	v := kv.Value
+	if v.Array {
+		parts := make([]string, 0, ggufFirstElems+1)
+		for i := range min(v.Len(), ggufFirstElems) {
+			parts = append(parts, elemText(v, i, 40))
+		}
+		if v.Len() > ggufFirstElems {
+			parts = append(parts, "…")
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	if full && v.Type == gguf.TypeString && strings.HasPrefix(kv.Key, "tokenizer.chat_template") {
+		return fmt.Sprintf("(%d bytes)\n      %s", len(v.Strs[0]), strings.ReplaceAll(v.Strs[0], "\n", "\n      "))
+	}
+	return elemText(v, 0, 200)
+}
+
+func elemText(v gguf.Value, i, limit int) string {
+	switch v.Type {
+	case gguf.TypeFloat32:
+		return strconv.FormatFloat(v.Float(i), 'g', -1, 32)
+	case gguf.TypeFloat64:
+		return strconv.FormatFloat(v.Float(i), 'g', -1, 64)
+	case gguf.TypeString:
+	default:
+		return fmt.Sprint(elem(v, i))
+	}
+	s := v.Strs[i]
+	if len(s) > limit {
+		return strconv.Quote(s[:limit]) + fmt.Sprintf("… (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
+}
+
+// ggufModelKVs gives each GGUF model of a version (a file, or the shards of
+// a split, by prefix) its key/values, without the split keys.
+func ggufModelKVs(m *objects.Manifest) (map[string][]gguf.KV, error) {
+	out := map[string][]gguf.KV{}
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer || f.Meta[gguf.MetaKV] == "" {
+			continue
+		}
+		kvs, err := gguf.DecodeKVs([]byte(f.Meta[gguf.MetaKV]))
+		if err != nil {
+			return nil, err
+		}
+		name := f.Path
+		if prefix, _, n, ok := gguf.ShardOf(f.Path); ok && n > 1 {
+			name = prefix + " (split)"
+		}
+		for _, kv := range kvs {
+			if !gguf.IsSplitKey(kv.Key) {
+				out[name] = append(out[name], kv)
+			}
+		}
+		if _, ok := out[name]; !ok {
+			out[name] = []gguf.KV{}
+		}
+	}
+	return out, nil
+}
+
+// ggufKVChange is one key/value that differs between two versions.
+type ggufKVChange struct {
+	Model  string `json:"model"`
+	Key    string `json:"key"`
+	Change string `json:"change"` // added, removed, changed
+	From   string `json:"from,omitempty"`
+	To     string `json:"to,omitempty"`
+}
+
+// diffGGUF compares the key/values of two GGUF versions, model by model (a
+// single model on each side is compared whatever its file name). Tensor
+// changes are the generic diff's; this says whether the tokenizer and the
+// hyper-parameters moved with them.
+func diffGGUF(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
+	ka, err := ggufModelKVs(a)
+	if err != nil {
+		return "", nil, err
+	}
+	kb, err := ggufModelKVs(b)
+	if err != nil {
+		return "", nil, err
+	}
+	pairs := map[string][2][]gguf.KV{}
+	if len(ka) == 1 && len(kb) == 1 {
+		for na, va := range ka {
+			for nb, vb := range kb {
+				name := nb
+				if na != nb {
+					name = na + " → " + nb
+				}
+				pairs[name] = [2][]gguf.KV{va, vb}
+			}
+		}
+	} else {
+		for n, v := range ka {
+			p := pairs[n]
+			p[0] = v
+			pairs[n] = p
+		}
+		for n, v := range kb {
+			p := pairs[n]
+			p[1] = v
+			pairs[n] = p
+		}
+	}
+	names := make([]string, 0, len(pairs))
+	for n := range pairs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var changes []ggufKVChange
+	unchanged, tokenizerChanged := 0, false
+	for _, n := range names {
+		c, same := diffKVs(n, pairs[n][0], pairs[n][1])
+		changes = append(changes, c...)
+		unchanged += same
+		for _, ch := range c {
+			tokenizerChanged = tokenizerChanged || strings.HasPrefix(ch.Key, "tokenizer.")
+		}
+	}
+	count := map[string]int{"added": 0, "removed": 0, "changed": 0, "unchanged": unchanged}
+	var t strings.Builder
+	marks := map[string]string{"added": "+", "removed": "-", "changed": "~"}
+	for _, c := range changes {
+		count[c.Change]++
+		switch c.Change {
+		case "changed":
+			fmt.Fprintf(&t, "~ kv     %s  %s → %s\n", c.Key, c.From, c.To)
+		case "added":
+			fmt.Fprintf(&t, "+ kv     %s  %s\n", c.Key, c.To)
+		default:
+			fmt.Fprintf(&t, "%s kv     %s  %s\n", marks[c.Change], c.Key, c.From)
+		}
+	}
+	fmt.Fprintf(&t, "key/values: %d added, %d removed, %d changed, %d unchanged", count["added"], count["removed"], count["changed"], unchanged)
+	if !tokenizerChanged {
+		t.WriteString("; the tokenizer key/values are unchanged")
+	}
+	t.WriteString("\n")
+	if changes == nil {
+		changes = []ggufKVChange{}
+	}
+	return t.String(), map[string]any{"kv": changes, "kv_count": count, "tokenizer_changed": tokenizerChanged}, nil
+}
+
+// diffKVs compares two key/value lists by key.
+func diffKVs(model string, a, b []gguf.KV) (changes []ggufKVChange, unchanged int) {
+	old := map[string]gguf.KV{}
+	for _, kv := range a {
+		old[kv.Key] = kv
+	}
+	seen := map[string]bool{}
+	for _, kv := range b {
+		seen[kv.Key] = true
+		o, ok := old[kv.Key]
+		switch {
+		case !ok:
+			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "added", To: summary(kv)})
+		case bytes.Equal(gguf.EncodeKVs([]gguf.KV{o}), gguf.EncodeKVs([]gguf.KV{kv})):
+			unchanged++
+		default:
+			from, to := summary(o), summary(kv)
+			if o.Value.Array && kv.Value.Array && o.Value.Type == kv.Value.Type {
+				to += fmt.Sprintf(" (first difference at [%d])", firstDifference(o.Value, kv.Value))
+			}
+			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "changed", From: from, To: to})
+		}
+	}
+	for _, kv := range a {
+		if !seen[kv.Key] {
+			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "removed", From: summary(kv)})
+		}
+	}
+	return changes, unchanged
+}
+
+func summary(kv gguf.KV) string {
+	return typeLabel(kv.Value) + " " + strings.ReplaceAll(valueText(kv, false), "\n", `\n`)
+}
+
+func firstDifference(a, b gguf.Value) int {
+	n := min(a.Len(), b.Len())
+	for i := range n {
+		if elemText(a, i, 1<<30) != elemText(b, i, 1<<30) {
+			return i
+		}
+	}
+	return n
+}
