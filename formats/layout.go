@@ -45,6 +45,18 @@ type Extent struct {
 	// Bytes holds a frame's literal content in a planned layout. In a parsed
 	// layout it is nil and the bytes are read from the file at Offset.
 	Bytes []byte
+	// CRC32s, in a planned frame, are places in Bytes that the writer fills
+	// with the CRC-32 (IEEE) of a tensor's bytes, which a planner cannot
+	// know: zip-based containers (PyTorch checkpoints) carry them in
+	// headers that follow the data. The tensor comes earlier in the file.
+	CRC32s []CRC32Slot
+}
+
+// CRC32Slot is 4 bytes of a planned frame, at At in its Bytes, that hold
+// the little-endian CRC-32 of Layout.Tensors[Tensor].
+type CRC32Slot struct {
+	At     int
+	Tensor int
 }
 
 // Tensor is one tensor of a layout.

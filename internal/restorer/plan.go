@@ -20,6 +20,11 @@ type piece struct {
 	literal []byte // planned frame bytes
 	zeros   bool
 	derived *derived
+	// tensor is 1 + the planned tensor these bytes are part of, and crcs
+	// the CRC-32 slots of a frame (formats.Extent.CRC32s), which the writer
+	// fills from the CRC-32 of the tensors written before it.
+	tensor int
+	crcs   []formats.CRC32Slot
 }
 
 // derived is a tensor whose written bytes a Transform makes from a stored
@@ -119,11 +124,9 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 		return p, nil
 	}
 
-	var selected []objects.Tensor
-	for _, t := range m.Tensors {
-		if len(opts.Tensors) == 0 || MatchAny(opts.Tensors, t.Name) {
-			selected = append(selected, t)
-		}
+	selected, read, err := selectTensors(m, opts)
+	if err != nil {
+		return nil, err
 	}
 	if len(selected) == 0 {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
@@ -132,7 +135,7 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if err != nil {
 		return nil, err
 	}
-	if err := p.adopt(planned, selected); err != nil {
+	if err := p.adopt(planned, selected, read); err != nil {
 		return nil, err
 	}
 	for _, f := range m.Files {
@@ -146,13 +149,13 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 // adopt turns a planner's layout into the files to write, and records the
 // tensors (and, for transformed ones, where their digests will be) that the
 // written files must hold.
-func (p *plan) adopt(planned *Planned, selected []objects.Tensor) error {
+func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[string]Expanded) error {
 	l := planned.Layout
-	sources := planned.Sources
-	if sources == nil {
-		sources = selected
+	if planned.Transforms != nil && len(planned.Transforms) != len(l.Tensors) {
+		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d transforms", l.Format, len(l.Tensors), len(planned.Transforms))
 	}
-	if len(sources) != len(l.Tensors) || planned.Transforms != nil && len(planned.Transforms) != len(l.Tensors) {
+	sources, transforms := resolveReads(planned, selected, read)
+	if len(sources) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d sources", l.Format, len(l.Tensors), len(sources))
 	}
 	p.layout = l
@@ -160,7 +163,7 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor) error {
 	for i, t := range l.Tensors {
 		src := sources[i]
 		p.tensors[i] = objects.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size, Digest: src.Digest, Chunks: src.Chunks}
-		if planned.Transforms == nil || planned.Transforms[i] == nil {
+		if transforms == nil || transforms[i] == nil {
 			if t.Size != src.Size {
 				return fmt.Errorf("checkout: planned tensor %q is %d bytes, its source %d", t.Name, t.Size, src.Size)
 			}
@@ -171,17 +174,20 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor) error {
 		for _, e := range f.Extents {
 			switch e.Kind {
 			case formats.Frame:
-				pf.pieces = append(pf.pieces, piece{literal: e.Bytes, size: e.Size})
+				pf.pieces = append(pf.pieces, piece{literal: e.Bytes, size: e.Size, crcs: e.CRC32s})
 			case formats.Zeros:
 				pf.pieces = append(pf.pieces, piece{zeros: true, size: e.Size})
 			case formats.TensorData:
-				if planned.Transforms != nil && planned.Transforms[e.Tensor] != nil {
-					d := &derived{source: sources[e.Tensor], transform: planned.Transforms[e.Tensor], digest: &p.tensors[e.Tensor].Digest}
-					pf.pieces = append(pf.pieces, piece{derived: d, size: e.Size})
+				if transforms != nil && transforms[e.Tensor] != nil {
+					d := &derived{source: sources[e.Tensor], transform: transforms[e.Tensor], digest: &p.tensors[e.Tensor].Digest}
+					pf.pieces = append(pf.pieces, piece{derived: d, size: e.Size, tensor: e.Tensor + 1})
 					continue
 				}
 				src := sources[e.Tensor]
-				pf.pieces = append(pf.pieces, chunkPieces(src.Size, src.Chunks)...)
+				for _, pc := range chunkPieces(src.Size, src.Chunks) {
+					pc.tensor = e.Tensor + 1
+					pf.pieces = append(pf.pieces, pc)
+				}
 			}
 		}
 		p.files = append(p.files, pf)

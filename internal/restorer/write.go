@@ -2,8 +2,11 @@ package restorer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -69,7 +72,18 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 
 	hs := objects.NewHasher()
 	w := bufio.NewWriterSize(out, 1<<20)
+	var crcs map[int]uint32 // by planned tensor, when a frame needs them
+	for _, pc := range f.pieces {
+		if len(pc.crcs) > 0 {
+			crcs = map[int]uint32{}
+			break
+		}
+	}
+	var current int // the tensor (+1) of the piece being written
 	write := func(b []byte) error {
+		if crcs != nil && current > 0 {
+			crcs[current-1] = crc32.Update(crcs[current-1], crc32.IEEETable, b)
+		}
 		hs.Write(b)
 		if _, err := w.Write(b); err != nil {
 			return fmt.Errorf("checkout: write %s: %w", f.path, err)
@@ -80,7 +94,17 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 		return nil
 	}
 	for i, pc := range f.pieces {
+		current = pc.tensor
 		switch {
+		case pc.literal != nil && len(pc.crcs) > 0:
+			b := bytes.Clone(pc.literal)
+			for _, s := range pc.crcs {
+				if s.At < 0 || s.At > len(b)-4 {
+					return fmt.Errorf("checkout: %s: CRC-32 slot at %d of a %d-byte frame", f.path, s.At, len(b))
+				}
+				binary.LittleEndian.PutUint32(b[s.At:], crcs[s.Tensor])
+			}
+			err = write(b)
 		case pc.literal != nil:
 			err = write(pc.literal)
 		case pc.derived != nil:
