@@ -237,7 +237,7 @@ func fixtures() []fixture {
 		limited(bad("limit_entry_bytes.tar.gz", sl, "an entry over max_entry_bytes", valid), fixtureLimits{MaxEntryBytes: 1024}),
 		bad("limit_entry_bytes_declared.tar.gz", sl, "a header declaring 1 TiB, over the default max_entry_bytes, refused before any content is read",
 			archive(plus(mpktest.Entry{Name: "huge.elf", Size: 1 << 40}))),
-		limited(bad("limit_json_depth.tar.gz", sl, "JSON nested deeper than max_json_depth (the contract and the pipeline are 4 deep)", valid), fixtureLimits{MaxJSONDepth: 3}),
+		limited(bad("limit_json_depth.tar.gz", sl, "JSON nested deeper than max_json_depth (3: the contract is 4 deep, the pipeline 6)", valid), fixtureLimits{MaxJSONDepth: 3}),
 		bad("json_too_deep.tar.gz", sl, "a JSON member nested 65 deep, over the default max_json_depth of 64",
 			archive(replaced("./model/preproc.json", []byte(`{"a": `+nested(64)+`}`)))),
 

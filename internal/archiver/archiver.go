@@ -115,7 +115,11 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	w := st.NewBlobWriter(known)
 	defer w.Abort()
-	h, err := hashAndStore(ctx, dir, layout, files, w, opts)
+	decoded, err := decoders(codec, dir, layout, st)
+	if err != nil {
+		return nil, err
+	}
+	h, err := hashAndStore(ctx, dir, layout, files, w, opts, decoded)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +375,8 @@ type readerPool struct {
 	dir   *modeldir.Dir
 	mu    sync.Mutex
 	files map[string]formats.ReadAtCloser
+	// decoded opens the files whose extents describe a decoded stream.
+	decoded map[string]func() (formats.ReadAtCloser, error)
 }
 
 func (p *readerPool) get(path string) (io.ReaderAt, error) {
@@ -379,7 +385,11 @@ func (p *readerPool) get(path string) (io.ReaderAt, error) {
 	if f, ok := p.files[path]; ok {
 		return f, nil
 	}
-	f, err := p.dir.Open(path)
+	open := func() (formats.ReadAtCloser, error) { return p.dir.Open(path) }
+	if dec := p.decoded[path]; dec != nil {
+		open = dec
+	}
+	f, err := open()
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); 
 // hashAndStore hashes every tensor, frame and file of the model and writes
 // the chunks the store lacks. Independent pieces of work run in parallel,
 // the largest first.
-func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options) (*hashes, error) {
+// decoded opens the decoded stream of the compressed files (decoders).
+func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options,
+	decoded map[string]func() (formats.ReadAtCloser, error)) (*hashes, error) {
 	h := &hashes{tensors: make([]*span, len(l.Tensors)), frames: map[[2]int]*span{}, files: make([]*span, len(files))}
 	var total int64
 	var chunked []*span  // spans whose chunks are stored
@@ -72,7 +74,7 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 		}
 	}
 
-	pool := &readerPool{dir: dir, files: map[string]formats.ReadAtCloser{}}
+	pool := &readerPool{dir: dir, files: map[string]formats.ReadAtCloser{}, decoded: decoded}
 	defer pool.close()
 	prog := &counter{p: opts.Progress}
 	if opts.Progress != nil {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/gguf"
+	"github.com/mstore/mstore/formats/mpk"
 	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/formats/safetensors"
 )
 
 // ONNX comes first: its external data files (often *.bin, *.data) are in
 // its layout, so other codecs' claims on them do not count.
-var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec}
+var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec, mpk.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }

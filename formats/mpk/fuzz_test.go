@@ -1,0 +1,73 @@
+package mpk_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/formats/mpk"
+	"github.com/mstore/mstore/formats/mpk/mpktest"
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// FuzzLoad loads data as an archive: when gz is false data is the tar
+// stream and is gzipped first (so the fuzzer mutates tar headers, not
+// checksums), else data is the .tar.gz itself. Every input is loaded with
+// extraction into a fresh root, under small limits.
+//
+// Whatever the bytes: no panic; every error has a class and leaves the
+// root empty; an accepted archive's layout covers its tar stream exactly,
+// and the root holds exactly its members' bytes at their targets.
+func FuzzLoad(f *testing.F) {
+	for _, fx := range fixtures() {
+		if tarStream, err := gunzipAll(fx.bytes); err == nil {
+			f.Add(tarStream, false)
+		} else {
+			f.Add(fx.bytes, true)
+		}
+	}
+	limits := mpk.Options{}.Limits
+	limits.MaxArchiveBytes, limits.MaxEntries, limits.MaxJSONDepth = 1<<20, 64, 16
+
+	f.Fuzz(func(t *testing.T, data []byte, gz bool) {
+		archiveBytes := data
+		if !gz {
+			archiveBytes = mpktest.Gzip(data)
+		}
+		rootDir := t.TempDir()
+		root, err := os.OpenRoot(rootDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		a, err := mpk.Load(bytes.NewReader(archiveBytes), mpk.Options{Limits: limits, Extract: root})
+		if err != nil {
+			if errs.ClassOf(err) == 0 {
+				t.Fatalf("error without a class: %v", err)
+			}
+			if got := dirEntries(t, rootDir); got != "" {
+				t.Fatalf("a refused archive left %s in the root", got)
+			}
+			return
+		}
+		tarStream, err := gunzipAll(archiveBytes)
+		if err != nil {
+			t.Fatalf("accepted a stream that does not decompress: %v", err)
+		}
+		if err := formattest.CheckLayout(a.Layout("m.tar.gz"), map[string][]byte{"m.tar.gz": tarStream}); err != nil {
+			t.Fatalf("accepted with an inconsistent layout: %v", err)
+		}
+		checkExtracted(t, rootDir, a, archiveBytes)
+	})
+}
+
+func gunzipAll(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
