@@ -47,6 +47,9 @@ type planFile struct {
 	size   int64
 	want   *objects.Digest // the file's digest when it is known in advance
 	pieces []piece
+	// encoding, when set, is the canonical encoding (encoders) a stored
+	// compressed file is written in; pieces and want are its decoded bytes.
+	encoding string
 }
 
 // plan is everything a checkout writes.
@@ -58,6 +61,9 @@ type plan struct {
 	// layout is the planned container layout of a re-layout, which the
 	// written files must parse back to.
 	layout *formats.Layout
+	// tree: the layout is a plain tree (Planned.Tree), checked file by
+	// file as it is written instead.
+	tree bool
 }
 
 func (p *plan) bytes() int64 {
@@ -83,6 +89,11 @@ type Planned struct {
 	// Transforms[i], when non-nil, makes tensor i's bytes from its source's
 	// (then Layout.Tensors[i] may have another dtype, shape or size).
 	Transforms []Transform
+	// Tree says the layout is a plain tree of files that no codec reads
+	// back (an extracted MPK archive): each file must be exactly one
+	// untransformed tensor, and is checked against that tensor's digest as
+	// it is written rather than parsed again.
+	Tree bool
 }
 
 // PlanRequest is what a planner gets: the version being checked out, the
@@ -158,7 +169,7 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 	if len(sources) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d sources", l.Format, len(l.Tensors), len(sources))
 	}
-	p.layout = l
+	p.layout, p.tree = l, planned.Tree
 	p.tensors = make([]objects.Tensor, len(l.Tensors))
 	for i, t := range l.Tensors {
 		src := sources[i]
@@ -189,6 +200,14 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 					pf.pieces = append(pf.pieces, pc)
 				}
 			}
+		}
+		if planned.Tree {
+			e := f.Extents
+			if len(e) != 1 || e[0].Kind != formats.TensorData || e[0].Size != f.Size || transforms != nil && transforms[e[0].Tensor] != nil {
+				return fmt.Errorf("checkout: planner for %s: tree file %s is not one whole stored tensor", l.Format, f.Path)
+			}
+			want := p.tensors[e[0].Tensor].Digest
+			pf.want = &want
 		}
 		p.files = append(p.files, pf)
 	}
@@ -254,7 +273,7 @@ func baseName(p string) string {
 // storedFile is a file of the manifest written back exactly.
 func storedFile(m *objects.Manifest, f objects.File) planFile {
 	want := f.Digest
-	pf := planFile{path: f.Path, size: f.Size, want: &want}
+	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression]}
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentFrame:

@@ -66,6 +66,13 @@ type Options struct {
 	// (lossy_conversion) unless Clamp is set.
 	DType string
 	Clamp bool
+	// DropNonTensors lets a re-layout of a PyTorch checkpoint leave out
+	// its values that are not tensors (an epoch, a learning rate), which
+	// are otherwise lossy_conversion.
+	DropNonTensors bool
+	// Extract writes an MPK archive's validated tree (etc/, lib/, share/)
+	// instead of the archive.
+	Extract bool
 
 	// Force replaces an existing non-empty destination.
 	Force    bool
@@ -78,7 +85,7 @@ type Options struct {
 func (o Options) relayout() bool {
 	return o.MaxShardSize > 0 || len(o.Tensors) > 0 ||
 		o.Alignment > 0 || o.SplitMaxTensors > 0 || o.SplitMaxSize > 0 || o.DType != "" ||
-		o.ExternalData != "" || o.InlineData || o.SizeThreshold > 0
+		o.ExternalData != "" || o.InlineData || o.SizeThreshold > 0 || o.Extract
 }
 
 // Result describes a checkout.
@@ -135,7 +142,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err := writeAll(ctx, blobs, p, tmp, opts); err != nil {
 		return nil, err
 	}
-	if p.relayout {
+	if p.relayout && !p.tree { // a tree's files were checked as they were written
 		if err := verifyRelayout(ctx, p, tmp); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,14 +27,36 @@ type fetched struct {
 	err  error
 }
 
+// encoders make the canonical encoding of a compressed file (its
+// Meta[formats.MetaCompression], e.g. MPK's "gzip-canonical"). The format
+// that stores such files registers its encoder beside its planner.
+var encoders = map[string]func(io.Writer) io.WriteCloser{}
+
 // writeFile writes f under root in order, hashing it on the way, while up to
-// window blob reads (each verified against its digest) run ahead of it.
+// window blob reads (each verified against its digest) run ahead of it. A
+// file with an encoding is hashed as planned (its decoded stream, which the
+// manifest describes) and written through its encoder. Files are created
+// through an os.Root, so that no path, and no link planted in root while
+// it is written, can lead a write out of it.
 func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, window int, prog progress.Reporter) (err error) {
-	full := filepath.Join(root, filepath.FromSlash(f.path))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+	var encode func(io.Writer) io.WriteCloser
+	if f.encoding != "" {
+		if encode = encoders[f.encoding]; encode == nil {
+			return errs.New(errs.UnsupportedVersion, "checkout", "%s: this build cannot write the encoding %q", f.path, f.encoding)
+		}
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
 		return fmt.Errorf("checkout: %w", err)
 	}
-	out, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	defer r.Close()
+	name := filepath.FromSlash(f.path)
+	if dir := filepath.Dir(name); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("checkout: %w", err)
+		}
+	}
+	out, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("checkout: %w", err)
 	}
@@ -71,7 +94,13 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 	}()
 
 	hs := objects.NewHasher()
-	w := bufio.NewWriterSize(out, 1<<20)
+	buffered := bufio.NewWriterSize(out, 1<<20)
+	var w io.Writer = buffered
+	var enc io.WriteCloser
+	if encode != nil {
+		enc = encode(buffered)
+		w = enc
+	}
 	var crcs map[int]uint32 // by planned tensor, when a frame needs them
 	for _, pc := range f.pieces {
 		if len(pc.crcs) > 0 {
@@ -134,7 +163,12 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
+	if enc != nil {
+		if err := enc.Close(); err != nil {
+			return fmt.Errorf("checkout: write %s: %w", f.path, err)
+		}
+	}
+	if err := buffered.Flush(); err != nil {
 		return fmt.Errorf("checkout: write %s: %w", f.path, err)
 	}
 	if got := hs.Digest(); f.want != nil && got != *f.want {

@@ -1,0 +1,59 @@
+package restorer
+
+import (
+	"sort"
+
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/mpk"
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// An MPK archive is stored as its tar stream (formats/mpk). Checked out as
+// added, that stream is written byte for byte through mpk's canonical gzip
+// writer (the encoder below); with --extract, planMPK lays its members out
+// as the archive's validated tree instead.
+func init() {
+	planners["mpk"] = planMPK
+	encoders[mpk.Compression] = mpk.NewCanonicalWriter
+	safetensorsFrom["mpk"] = func(req PlanRequest) (string, map[string]string, error) {
+		return "", nil, errs.New(errs.UnsupportedVersion, "checkout",
+			"an MPK archive holds model binaries and JSON, not tensors: check it out as the archive, or with --extract")
+	}
+}
+
+// planMPK writes an MPK archive's members as its extracted tree: each at
+// its target (etc/, lib/, share/ + base name), one whole stored member per
+// file, checked against the member's digest as it is written. An archive is
+// checked out whole: the only new layout it has is --extract.
+func planMPK(req PlanRequest) (*Planned, error) {
+	o := req.Options
+	if req.Source.Format != "mpk" {
+		if o.Extract {
+			return nil, errs.New(errs.UnsupportedVersion, "checkout", "--extract writes the tree of an MPK archive; this version is %s", req.Source.Format)
+		}
+		return nil, errs.New(errs.UnsupportedVersion, "checkout", "this build writes MPK archives only from MPK archives; this version is %s", req.Source.Format)
+	}
+	others := o
+	others.Extract = false
+	if !o.Extract || others.relayout() || len(req.Tensors) != len(req.Source.Tensors) {
+		return nil, errs.New(errs.SchemaError, "checkout",
+			"an MPK archive is checked out whole, as the archive or with --extract; layout and tensor options do not apply to it")
+	}
+	l := &formats.Layout{Format: "mpk"}
+	seen := map[string]bool{}
+	for i, t := range req.Tensors {
+		target, err := mpk.Target(t.Name) // checked again: the tree's paths come from the manifest
+		if err != nil {
+			return nil, err
+		}
+		if seen[target] {
+			return nil, errs.New(errs.IntegrityError, "checkout", "two members of this version extract to %s", target)
+		}
+		seen[target] = true
+		l.Tensors = append(l.Tensors, formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size})
+		l.Files = append(l.Files, formats.File{Path: target, Size: t.Size,
+			Extents: []formats.Extent{{Kind: formats.TensorData, Size: t.Size, Tensor: i}}})
+	}
+	sort.Slice(l.Files, func(i, j int) bool { return l.Files[i].Path < l.Files[j].Path })
+	return &Planned{Layout: l, Tree: true}, nil
+}
