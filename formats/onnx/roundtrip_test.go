@@ -14,6 +14,14 @@ import (
 // included), truncations and bit flips, and a replan into external data.
 func TestRealModelsConformance(t *testing.T) {
 	for _, sample := range realSamples(t) {
+		// Each mutant of a 2 MB model is walked whole: fewer of them for
+		// the big models keep the suite fast under the race detector.
+		truncations, flips := 256, 2048
+		for _, b := range sample.Files {
+			if len(b) > 256<<10 {
+				truncations, flips = 64, 512
+			}
+		}
 		t.Run(sample.Name, func(t *testing.T) {
 			formattest.Suite{
 				Codec:   Codec,
@@ -21,8 +29,8 @@ func TestRealModelsConformance(t *testing.T) {
 				Replan: func(parsed *formats.Layout) (*formats.Layout, error) {
 					return Plan(sourceFiles(parsed, sample.Files), parsed.Tensors, PlanOptions{ExternalData: "model.data", SizeThreshold: 64})
 				},
-				MaxTruncations: 256,
-				MaxBitFlips:    2048,
+				MaxTruncations: truncations,
+				MaxBitFlips:    flips,
 			}.Run(t)
 		})
 	}
