@@ -14,6 +14,10 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
+		&cli.StringFlag{Name: "max-archive-bytes", Usage: "MPK: refuse an archive larger than this, compressed or decompressed (default 16GiB)"},
+		&cli.Int64Flag{Name: "max-entries", Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
+		&cli.StringFlag{Name: "max-entry-bytes", Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
+		&cli.IntFlag{Name: "max-json-depth", Usage: "MPK: refuse JSON nested deeper than this (default 64)"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
@@ -23,13 +27,17 @@ var addCommand = &cli.Command{
 		if err := needArgs(c, 1, "PATH [--name NAME] [--tag TAG] [-m MESSAGE]"); err != nil {
 			return err
 		}
+		limits, err := addLimits(c)
+		if err != nil {
+			return err
+		}
 		st, err := e.open(true)
 		if err != nil {
 			return err
 		}
 		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
-			Progress: e.progress("adding"),
+			Progress: e.progress("adding"), Limits: limits,
 		})
 		if err != nil {
 			return err

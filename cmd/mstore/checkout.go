@@ -25,13 +25,14 @@ var checkoutCommand = &cli.Command{
 		&cli.IntFlag{Name: "split-max-tensors", Usage: "GGUF: split as gguf-split does, at most this many tensors per file"},
 		&cli.StringFlag{Name: "dtype", Usage: "cast floating-point tensors to f16, bf16 or f32 (values the dtype cannot hold are refused)"},
 		&cli.BoolFlag{Name: "clamp", Usage: "with --dtype: clamp values the dtype cannot hold to its largest finite value"},
+		&cli.BoolFlag{Name: "extract", Usage: "MPK: write the archive's validated tree (etc/, lib/, share/) instead of the archive"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N] [--split-max-size SIZE | --split-max-tensors N] [--dtype D [--clamp]]"); err != nil {
+		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N] [--split-max-size SIZE | --split-max-tensors N] [--dtype D [--clamp]] [--extract]"); err != nil {
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
@@ -56,6 +57,12 @@ var checkoutCommand = &cli.Command{
 				}
 			}
 		}
+		if c.Bool("extract") {
+			if opts.Format != "" && opts.Format != "mpk" {
+				return usageError("--extract writes an MPK archive's tree; it does not go with --format %s", opts.Format)
+			}
+			opts.Format, opts.Extract = "mpk", true
+		}
 		st, err := e.open(false)
 		if err != nil {
 			return err
@@ -74,6 +81,12 @@ var checkoutCommand = &cli.Command{
 		how := "byte-identical to what was added"
 		if res.Relayout {
 			how = "re-laid-out, parsed again and verified"
+		}
+		switch {
+		case opts.Extract:
+			how = "extracted, every file checked against its member"
+		case res.Format == "mpk" && !res.Relayout:
+			how = "the tar stream byte-identical to what was added, gzipped canonically"
 		}
 		e.printf("%s → %s: %d files, %s, %s\n", res.Digest.Short(), res.Dest, res.Files, humanBytes(res.Bytes), how)
 		return nil
