@@ -9,12 +9,14 @@ import (
 	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/mpk"
 	"github.com/mstore/mstore/formats/onnx"
+	"github.com/mstore/mstore/formats/pytorch"
 	"github.com/mstore/mstore/formats/safetensors"
 )
 
 // ONNX comes first: its external data files (often *.bin, *.data) are in
-// its layout, so other codecs' claims on them do not count.
-var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec, mpk.Codec}
+// its layout, so other codecs' claims on them do not count. PyTorch, which
+// claims *.bin, *.pt and *.pth, comes after it for that reason.
+var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec, mpk.Codec, pytorch.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }

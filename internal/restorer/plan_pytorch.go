@@ -1,0 +1,138 @@
+package restorer
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/mstore/mstore/formats/pytorch"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/objects"
+)
+
+func init() {
+	planners["pytorch"] = planPyTorch
+	expanders["pytorch"] = expandPyTorch
+}
+
+// planPyTorch writes the tensors as torch.save checkpoints that
+// torch.load(weights_only=True) reads, each tensor in its own storage,
+// sharded at --max-shard-size as transformers shards them; --dtype casts.
+// A PyTorch version keeps its file name (or its shards' prefix); others
+// become pytorch_model.bin.
+func planPyTorch(req PlanRequest) (*Planned, error) {
+	in, tr, err := castTensors(req.Tensors, req.Options)
+	if err != nil {
+		return nil, err
+	}
+	l, err := pytorch.Plan(in, pytorch.PlanOptions{File: pytorchFile(req.Source), MaxShardSize: req.Options.MaxShardSize})
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Layout: l, Transforms: tr}, nil
+}
+
+// pytorchFile is the checkpoint name a PyTorch version is written back
+// as: its one file, or its index's name without .index.json.
+func pytorchFile(m *objects.Manifest) string {
+	if m.Format != "pytorch" {
+		return ""
+	}
+	var containers []string
+	for _, f := range m.Files {
+		switch f.Role {
+		case objects.RoleIndex:
+			return strings.TrimSuffix(f.Path, ".index.json")
+		case objects.RoleContainer:
+			containers = append(containers, f.Path)
+		}
+	}
+	if len(containers) == 1 {
+		return containers[0]
+	}
+	return ""
+}
+
+// expandPyTorch lists a PyTorch version's state-dict tensors, file by
+// file, in each checkpoint's order: a Layout tensor that is its storage is
+// written as stored; a view is read out of its storage (View.Gather), so
+// that shared storages are resolved and strided views made contiguous.
+// Values that are not tensors cannot be written by any re-layout: unless
+// DropNonTensors is set, they are lossy_conversion.
+func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
+	byName := make(map[string]int, len(m.Tensors))
+	for i, t := range m.Tensors {
+		byName[t.Name] = i
+	}
+	bad := func(f objects.File, format string, args ...any) error {
+		return errs.New(errs.IntegrityError, "checkout", "%s: checkpoint metadata: "+format, append([]any{f.Path}, args...)...)
+	}
+	var out []Expanded
+	var other []string
+	otherCount := 0
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer {
+			continue
+		}
+		fm, err := pytorch.DecodeMeta(f.Meta)
+		if err != nil {
+			return nil, err
+		}
+		bare := map[string]bool{}
+		for _, name := range fm.Storages {
+			bare[name] = true
+		}
+		var owners []int
+		for _, e := range f.Extents {
+			if e.Kind == objects.ExtentTensor && !bare[m.Tensors[e.Tensor].Name] {
+				owners = append(owners, e.Tensor)
+			}
+		}
+		sort.Ints(owners) // Layout order
+		list := make([]*Expanded, len(owners)+len(fm.Views))
+		for _, v := range fm.Views {
+			si, ok := byName[v.Storage]
+			if v.At < 0 || v.At >= len(list) || list[v.At] != nil || !ok {
+				return nil, bad(f, "view %q at %d of storage %q does not fit", v.Name, v.At, v.Storage)
+			}
+			size, err := v.Size()
+			if err != nil {
+				return nil, err
+			}
+			st := m.Tensors[si]
+			x := &Expanded{Tensor: objects.Tensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Size: size}}
+			if v.Offset == 0 && v.Contiguous() && size == st.Size {
+				x.Tensor.Digest, x.Tensor.Chunks = st.Digest, st.Chunks // the whole storage, as stored
+			} else {
+				view := v
+				x.From, x.Read = &st, func(src []byte) ([]byte, error) { return view.Gather(src) }
+			}
+			list[v.At] = x
+		}
+		j := 0
+		for _, i := range owners {
+			for list[j] != nil {
+				j++
+			}
+			list[j] = &Expanded{Tensor: m.Tensors[i]}
+		}
+		for _, x := range list {
+			out = append(out, *x)
+		}
+		if fm.Other != nil {
+			otherCount += fm.Other.Count
+			for _, name := range fm.Other.Names {
+				other = append(other, f.Path+": "+name)
+			}
+		}
+	}
+	if otherCount > 0 && !opts.DropNonTensors {
+		more := ""
+		if otherCount > len(other) {
+			more = ", …"
+		}
+		return nil, errs.New(errs.LossyConversion, "checkout",
+			"the checkpoint holds %d values that are not tensors (%s%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
+			otherCount, strings.Join(other, ", "), more)
+	}
+	return out, nil
+}
