@@ -1,14 +1,53 @@
 package restorer
 
 import (
+	"path"
+	"strings"
+
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/onnx"
+	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
 
 func init() {
 	planners["onnx"] = planONNX
+	safetensorsFrom["onnx"] = onnxToSafetensors
+}
+
+// onnxToSafetensors names a SafeTensors checkout of an ONNX model after its
+// first .onnx file. It refuses (lossy_conversion) tensors whose dtype
+// SafeTensors lacks (INT4, FLOAT8E4M3FNUZ, COMPLEX128, …) and, unless
+// --tensors chose what to convert, a model with tensors whose data stays in
+// the protobuf (int64_data, string_data, …): SafeTensors would not have
+// them.
+func onnxToSafetensors(req PlanRequest) (string, map[string]string, error) {
+	var lacking []string
+	for _, t := range req.Tensors {
+		if _, err := safetensors.TensorSize(t.DType, t.Shape); errs.ClassOf(err) == errs.UnsupportedVersion {
+			lacking = append(lacking, t.Name+" ("+t.DType+")")
+		}
+	}
+	if len(lacking) > 0 {
+		if len(lacking) > 8 {
+			lacking = append(lacking[:8], "…")
+		}
+		return "", nil, errs.New(errs.LossyConversion, "checkout", "SafeTensors has no dtype for %s; leave them out with --tensors", strings.Join(lacking, ", "))
+	}
+	name := ""
+	for _, f := range req.Source.Files {
+		if f.Role != objects.RoleContainer || !onnx.Codec.Claims(f.Path) {
+			continue
+		}
+		if n := f.Meta[onnx.MetaFrameTensors]; n != "" && len(req.Options.Tensors) == 0 {
+			return "", nil, errs.New(errs.LossyConversion, "checkout", "%s holds %s tensors whose data is not raw bytes (int64_data, string_data, …: %s) and SafeTensors would not have them; choose the tensors to convert with --tensors", f.Path, n, f.Meta[onnx.MetaFrameTensorNames])
+		}
+		if name == "" {
+			name = strings.TrimSuffix(f.Path, path.Ext(f.Path))
+		}
+	}
+	return name, nil, nil
 }
 
 // planONNX lays an ONNX model out again: every initializer of at least
