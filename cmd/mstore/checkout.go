@@ -26,13 +26,14 @@ var checkoutCommand = &cli.Command{
 		&cli.StringFlag{Name: "dtype", Usage: "cast floating-point tensors to f16, bf16 or f32 (values the dtype cannot hold are refused)"},
 		&cli.BoolFlag{Name: "clamp", Usage: "with --dtype: clamp values the dtype cannot hold to its largest finite value"},
 		&cli.BoolFlag{Name: "extract", Usage: "MPK: write the archive's validated tree (etc/, lib/, share/) instead of the archive"},
+		&cli.BoolFlag{Name: "drop-non-tensors", Usage: "PyTorch: write the tensors of a checkpoint that also holds other values (an epoch, a config), leaving those out"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
 		if err != nil {
 			return err
 		}
-		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N] [--split-max-size SIZE | --split-max-tensors N] [--dtype D [--clamp]] [--extract]"); err != nil {
+		if err := needArgs(c, 2, "REF DEST [--format F] [--force] [--tensors PATTERN] [--max-shard-size SIZE] [--external-data NAME | --inline-data] [--size-threshold SIZE] [--alignment N] [--split-max-size SIZE | --split-max-tensors N] [--dtype D [--clamp]] [--extract] [--drop-non-tensors]"); err != nil {
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
@@ -44,6 +45,7 @@ var checkoutCommand = &cli.Command{
 		}
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
 		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
+		opts.DropNonTensors = c.Bool("drop-non-tensors")
 		if _, ok := restorer.CastTargets[strings.ToLower(opts.DType)]; opts.DType != "" && !ok {
 			return usageError("--dtype %q: want f16, bf16 or f32", opts.DType)
 		}
