@@ -1,6 +1,7 @@
 package restorer
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -120,19 +121,17 @@ func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
 		}
 		if fm.Other != nil {
 			otherCount += fm.Other.Count
-			for _, name := range fm.Other.Names {
-				other = append(other, f.Path+": "+name)
+			names := strings.Join(fm.Other.Names, ", ")
+			if fm.Other.Count > len(fm.Other.Names) {
+				names += ", …"
 			}
+			other = append(other, fmt.Sprintf("%s: %s", f.Path, names))
 		}
 	}
 	if otherCount > 0 && !opts.DropNonTensors {
-		more := ""
-		if otherCount > len(other) {
-			more = ", …"
-		}
 		return nil, errs.New(errs.LossyConversion, "checkout",
-			"the checkpoint holds %d values that are not tensors (%s%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
-			otherCount, strings.Join(other, ", "), more)
+			"the checkpoint holds %d values that are not tensors (%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
+			otherCount, strings.Join(other, "; "))
 	}
 	return out, nil
 }
