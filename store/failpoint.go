@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,14 @@ func Failpoint(point string) {
 	}
 	switch action {
 	case "stop":
+		// A signal to oneself is delivered asynchronously: wait for the
+		// SIGCONT, so that nothing runs past the point before the stop.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(cont)
 		fmt.Fprintf(os.Stderr, "mstore: failpoint %s: stopped (send SIGCONT to go on)\n", point)
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-cont
 	default:
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way; run nothing else
