@@ -66,7 +66,7 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 	if err := readAt(f, head, 0, p); err != nil {
 		return nil, err
 	}
-	if len(head) < 4 || string(head[:4]) != "PK\x03\x04" && string(head[:4]) != "PK\x05\x06" {
+	if len(head) < 4 || string(head[:4]) != "PK\x03\x04" && string(head[:4]) != "PK\x05\x06" && string(head[:4]) != "PK\x06\x06" {
 		return nil, sniff(head, p)
 	}
 	arc, err := readArchive(f, size, p, lim)
@@ -78,7 +78,11 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 1<<20)
+	var largest int64
+	for _, m := range arc.members {
+		largest = max(largest, m.size)
+	}
+	buf := make([]byte, min(largest, 1<<20))
 	for _, m := range arc.members {
 		if m.size > maxSmallRecord && m.record != "data.pkl" {
 			if err := arc.checkCRC(f, m, buf); err != nil {

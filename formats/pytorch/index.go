@@ -175,8 +175,10 @@ func readIndexMetadata(dec *json.Decoder, idx *index, bad failFunc, syntax func(
 		}
 		idx.totalSize, idx.totalAt = int64(min(n, math.MaxInt64)), at
 	}
-	_, err = dec.Token()
-	return err
+	if _, err := dec.Token(); err != nil {
+		return syntax(err)
+	}
+	return nil
 }
 
 func readWeightMap(dec *json.Decoder, idx *index, bad failFunc, syntax func(error) error) error {
@@ -220,8 +222,10 @@ func readWeightMap(dec *json.Decoder, idx *index, bad failFunc, syntax func(erro
 		idx.weightMap = append(idx.weightMap, mapping{tensor: name, shard: shard, at: at})
 	}
 	sort.Strings(idx.shards)
-	_, err = dec.Token()
-	return err
+	if _, err := dec.Token(); err != nil {
+		return syntax(err)
+	}
+	return nil
 }
 
 // checkShardSet checks that K-of-N shard names form complete sets.
