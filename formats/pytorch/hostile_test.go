@@ -156,7 +156,7 @@ func TestNothingRuns(t *testing.T) {
 		"builtins.exec":    call("builtins", "exec", "open("+pyQuote(target("builtins.exec"))+", 'w')"),
 		"subprocess.call":  newPickle().global("subprocess", "call").op(opMark, opMark).str("touch").str(target("subprocess.call")).op(opList, opTuple, opReduce).stop(),
 		"hidden_in_a_dict": inDict("os", "system", "touch "+target("hidden_in_a_dict")),
-		"INST":             append(newPickle().op(opMark).str("touch " + target("INST")).b, []byte("ios\nsystem\n.")...),
+		"INST":             append(newPickle().op(opMark).str("touch "+target("INST")).b, []byte("ios\nsystem\n.")...),
 	}
 	for name, pkl := range pickles {
 		if _, err := parse(checkpointOf(pkl, map[string][]byte{"0": f32(4)})); err == nil {
