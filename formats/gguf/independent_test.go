@@ -3,6 +3,7 @@ package gguf_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/mstore/mstore/formats"
@@ -36,6 +37,11 @@ func TestIndependentParserAgrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		tensors = append(tensors, formats.Tensor{Name: "t." + dt, DType: dt, Shape: shape, Size: size})
+		data = append(data, make([]byte, size))
+	}
+	for _, shape := range [][]int64{{}, {5}, {0, 3}, {2, 1, 3, 4}} { // a scalar (n_dims 0), 1-D, empty, 4-D
+		size, _ := gguf.TensorSize("F32", shape)
+		tensors = append(tensors, formats.Tensor{Name: "shape." + strconv.Itoa(len(shape)), DType: "F32", Shape: shape, Size: size})
 		data = append(data, make([]byte, size))
 	}
 	for _, opts := range []gguf.PlanOptions{

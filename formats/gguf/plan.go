@@ -41,7 +41,8 @@ const maxShards = math.MaxUint16
 
 // Plan lays tensors (in the given order) out as GGUF files, without I/O.
 // Each file is what llama.cpp's gguf writer emits: header, key/values,
-// tensor infos (n_dims = len(Shape), dims reversed), zero padding to the
+// tensor infos (n_dims = len(Shape), dims reversed; a scalar gets shape
+// [1], as in ggml), zero padding to the
 // alignment, then each tensor followed by zero padding to the alignment.
 // Split as gguf-split does: the first file has every key/value, then
 // split.no, split.tensors.count and split.count; the others only those
@@ -81,9 +82,15 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 	}
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
 	for i, t := range tensors {
+		// A scalar is written as ggml holds it, one dimension of 1: other
+		// readers (gguf-parser-go) refuse n_dims 0.
 		t.Shape = append([]int64{}, t.Shape...)
+		if len(t.Shape) == 0 {
+			t.Shape = []int64{1}
+		}
 		l.Tensors[i] = t
 	}
+	tensors = l.Tensors
 	for k, members := range shards {
 		fileKVs, p := kvs, name+".gguf"
 		if len(shards) > 1 {
