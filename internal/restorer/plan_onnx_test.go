@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/mstore/mstore/internal/archiver"
@@ -17,8 +18,6 @@ import (
 	"github.com/mstore/mstore/internal/testmodel"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // onnxPB builds protobuf messages for the ONNX test model.
