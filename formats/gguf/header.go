@@ -399,3 +399,13 @@ func CheckName(name string) error {
 
 // align rounds n up to a multiple of a (a power of two).
 func align(n, a int64) int64 { return (n + a - 1) &^ (a - 1) }
+
+// msgOf is the message of a classified error without its prefixes, for an
+// error that is reported again with more context.
+func msgOf(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
+}

@@ -119,7 +119,7 @@ func checkPlanTensors(tensors []formats.Tensor) ([]TypeID, error) {
 		}
 		size, err := TensorSize(t.DType, t.Shape)
 		if err != nil {
-			return nil, errs.New(errs.ClassOf(err), pkg, "plan: tensor %q: %s", t.Name, err.(*errs.Error).Msg)
+			return nil, errs.New(errs.ClassOf(err), pkg, "plan: tensor %q: %s", t.Name, msgOf(err))
 		}
 		if size != t.Size {
 			return nil, errs.New(errs.SchemaError, pkg, "plan: tensor %q has size %d, %s%v needs %d", t.Name, t.Size, t.DType, t.Shape, size)
@@ -146,7 +146,7 @@ func planKVs(in []KV, alignment int64) ([]KV, int64, error) {
 		}
 		seen[kv.Key] = true
 		if err := checkValue(kv.Value); err != nil {
-			return nil, 0, errs.New(errs.ClassOf(err), pkg, "plan: key %q: %s", kv.Key, err.(*errs.Error).Msg)
+			return nil, 0, errs.New(errs.ClassOf(err), pkg, "plan: key %q: %s", kv.Key, msgOf(err))
 		}
 		if !IsSplitKey(kv.Key) {
 			out = append(out, kv)

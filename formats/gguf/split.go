@@ -92,7 +92,7 @@ func checkSplits(files []*parsedFile) error {
 	for _, f := range files {
 		keys, err := readSplitKeys(f.h.kvs)
 		if err != nil {
-			return errs.At(errs.SchemaError, pkg, f.path, -1, "%s", err.(*errs.Error).Msg)
+			return errs.At(errs.SchemaError, pkg, f.path, -1, "%s", msgOf(err))
 		}
 		prefix, k, n, named := ShardOf(f.path)
 		if !named || n == 1 && !keys.present {
