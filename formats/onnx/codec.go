@@ -89,7 +89,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	}
 
 	l := &formats.Layout{Format: Codec.Name()}
-	names := namer{taken: map[string]bool{}}
+	names := newNamer()
 	data := map[string]*dataFile{}
 	for _, m := range models {
 		for _, t := range m.w.tensors {
@@ -207,7 +207,12 @@ func dimsOrEmpty(d []int64) []int64 {
 // an earlier one took it; then it is qualified by its file and graph
 // ("model.onnx:If_0.then_branch/w"), and numbered ("~2", "~3", …) if even
 // that is taken.
-type namer struct{ taken map[string]bool }
+type namer struct {
+	taken map[string]bool
+	next  map[string]int // the next number to try after a qualified name
+}
+
+func newNamer() namer { return namer{taken: map[string]bool{}, next: map[string]int{}} }
 
 func (n namer) assign(t *tensorRec, file string) string {
 	name := t.local
@@ -217,8 +222,11 @@ func (n namer) assign(t *tensorRec, file string) string {
 			q = file + ":" + string(t.scope) + "/" + t.local
 		}
 		name = q
-		for k := 2; n.taken[name]; k++ {
+		// Counting on from the last number given keeps a model of many
+		// tensors of one name linear.
+		for k := max(n.next[q], 2); n.taken[name]; k++ {
 			name = q + "~" + strconv.Itoa(k)
+			n.next[q] = k + 1
 		}
 	}
 	n.taken[name] = true

@@ -159,3 +159,19 @@ func TestFunctionsAndTraining(t *testing.T) {
 		t.Errorf("only the main graph's initializer should be external: %+v", back.Files)
 	}
 }
+
+// TestManyDuplicateNames: tensors of one name are numbered in linear time.
+func TestManyDuplicateNames(t *testing.T) {
+	const n = 20000
+	inits := make([]msg, n)
+	for i := range inits {
+		inits[i] = rawTensor("w", 2, []byte{byte(i)}, 1)
+	}
+	l, err := parseFiles(map[string][]byte{"m.onnx": modelMsg(graphMsg(inits...))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Tensors) != n || l.Tensors[0].Name != "w" || l.Tensors[1].Name != "m.onnx:w" || l.Tensors[n-1].Name != "m.onnx:w~19999" {
+		t.Errorf("%d tensors, names %q %q … %q", len(l.Tensors), l.Tensors[0].Name, l.Tensors[1].Name, l.Tensors[n-1].Name)
+	}
+}

@@ -71,7 +71,7 @@ func Plan(files []SourceFile, tensors []formats.Tensor, opts PlanOptions) (*form
 	}
 	files = slices.Clone(files)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	names := namer{taken: map[string]bool{}}
+	names := newNamer()
 	var walked []*walker
 	next := 0
 	for _, f := range files {
