@@ -24,7 +24,7 @@ const (
 	// cannot be read by any ONNX tool.
 	MaxModelSize = 1<<31 - 1
 	// MaxTensors bounds the TensorProtos of one file.
-	MaxTensors = 1 << 22
+	MaxTensors = 1 << 20
 	// MaxDims bounds the dims of one tensor.
 	MaxDims = 1024
 	// maxString bounds the names, keys and values the walker reads.

@@ -35,7 +35,7 @@ type tensorRec struct {
 	at          int64   // the TensorProto's body, for errors
 	dataAt      int64   // inRaw, inFloats, inDoubles: the bytes' offset in the .onnx
 	ext         *extRef // external
-	fields      []field // every field, for the planner
+	fields      []span  // every field, for the planner
 }
 
 // dtype is the tensor's layout dtype.
@@ -54,7 +54,7 @@ func (w *walker) tensor(f field, depth int) (*tensorRec, *node, error) {
 	var frameData, location bool
 	var entries []field
 	err := w.fields(f.val, f.end, func(g field) error {
-		rec.fields = append(rec.fields, g)
+		rec.fields = append(rec.fields, span{num: g.num, at: g.at, end: g.end})
 		var err error
 		switch g.num {
 		case tensorDims:
@@ -202,9 +202,15 @@ func (w *walker) placeData(rec *tensorRec, raw, floats, doubles []field, frameDa
 	return nil
 }
 
+// span is where a field of a TensorProto lies.
+type span struct {
+	num     protowire.Number
+	at, end int64
+}
+
 // dropped reports whether the planner leaves field g of rec out: the
 // fields that say where the data is, which it writes anew.
-func (rec *tensorRec) dropped(g field) bool {
+func (rec *tensorRec) dropped(g span) bool {
 	switch g.num {
 	case tensorRawData, tensorExternalData, tensorDataLocation:
 		return true
