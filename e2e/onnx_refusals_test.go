@@ -136,6 +136,26 @@ func TestONNXCheckoutOptions(t *testing.T) {
 		})
 	}
 
+	t.Run("show", func(t *testing.T) {
+		c := &cli{t: t, store: c.store}
+		var shown struct {
+			Details struct {
+				Models []struct {
+					Path         string `json:"path"`
+					IRVersion    string `json:"ir_version"`
+					Inside       int    `json:"tensors_inside"`
+					FrameTensors string `json:"frame_tensors"`
+				} `json:"models"`
+			} `json:"details"`
+		}
+		c.json(&shown, "show", silero)
+		if ms := shown.Details.Models; len(ms) != 1 || ms[0].IRVersion != "8" || ms[0].Inside != 344 || ms[0].FrameTensors != "1" {
+			t.Errorf("show details %+v", shown.Details)
+		}
+		if out := c.ok("show", silero); !strings.Contains(out, "kept in the protobuf") {
+			t.Errorf("show does not tell of the tensors kept in the protobuf:\n%s", out)
+		}
+	})
 	t.Run("to SafeTensors", func(t *testing.T) {
 		out := dest()
 		c := &cli{t: t, store: c.store}

@@ -159,9 +159,16 @@ func readModel(dir formats.Dir, p string) (*model, error) {
 // file is the layout of the .onnx file itself; its tensors are numbered
 // from first.
 func (m *model) file(first int) formats.File {
-	f := formats.File{Path: m.path, Size: m.size}
+	info := m.w.info
+	f := formats.File{Path: m.path, Size: m.size, Meta: map[string]string{
+		MetaIRVersion: strconv.FormatUint(info.irVersion, 10),
+		MetaOpsets:    strings.Join(info.opsets, ", "),
+	}}
+	if p := strings.TrimSpace(info.producer + " " + info.producerVersion); p != "" {
+		f.Meta[MetaProducer] = p
+	}
 	if n := len(m.w.frameTensors); n > 0 {
-		f.Meta = map[string]string{MetaFrameTensors: strconv.Itoa(n), MetaFrameTensorNames: sampleNames(m.w.frameTensors)}
+		f.Meta[MetaFrameTensors], f.Meta[MetaFrameTensorNames] = strconv.Itoa(n), sampleNames(m.w.frameTensors)
 	}
 	var off int64
 	for i, t := range m.w.tensors {
@@ -180,10 +187,14 @@ func (m *model) file(first int) formats.File {
 	return f
 }
 
-// Meta keys of a .onnx file whose tensors are not all in the layout: the
-// ones whose data is in varint or string fields (int64_data, …) stay in
-// the frame, and a conversion to another container would lose them.
+// Meta keys of a .onnx file, for show. The frame_tensor ones are set when
+// some tensors are not in the layout: those whose data is in varint or
+// string fields (int64_data, …) stay in the frame, and a conversion to
+// another container would lose them.
 const (
+	MetaIRVersion        = "ir_version"
+	MetaOpsets           = "opset_import"       // "ai.onnx 17, ai.onnx.ml 3"
+	MetaProducer         = "producer"           // producer_name and producer_version
 	MetaFrameTensors     = "frame_tensors"      // how many
 	MetaFrameTensorNames = "frame_tensor_names" // the first few, comma-separated
 )

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -10,11 +11,13 @@ import (
 
 // Field numbers of onnx.proto that the walker follows.
 const (
-	modelIRVersion    = 1
-	modelGraph        = 7
-	modelOpsetImport  = 8
-	modelTrainingInfo = 20
-	modelFunctions    = 25
+	modelIRVersion       = 1
+	modelProducerName    = 2
+	modelProducerVersion = 3
+	modelGraph           = 7
+	modelOpsetImport     = 8
+	modelTrainingInfo    = 20
+	modelFunctions       = 25
 
 	opsetDomain  = 1
 	opsetVersion = 2
@@ -81,8 +84,17 @@ type walker struct {
 	reader
 	root         *node
 	tensors      []*tensorRec // tensors whose bytes are an extent, in file order
-	inTraining   bool         // walking a TrainingInfoProto
-	frameTensors []string     // tensors whose data stays in the frame
+	info         modelInfo
+	inTraining   bool     // walking a TrainingInfoProto
+	frameTensors []string // tensors whose data stays in the frame
+}
+
+// modelInfo is what Meta tells of a .onnx file.
+type modelInfo struct {
+	irVersion       uint64
+	producer        string
+	producerVersion string
+	opsets          []string // "DOMAIN VERSION", as imported
 }
 
 // scope is the graph a tensor belongs to: "" for the main graph, else a
@@ -113,10 +125,27 @@ func walkModel(src source, path string) (*walker, error) {
 			if f.v == 0 {
 				return w.fail(errs.SchemaError, f.at, "ir_version 0")
 			}
-			hasIR = true
+			hasIR, w.info.irVersion = true, f.v
+		case modelProducerName, modelProducerVersion:
+			// Only shown: not refused when it is not UTF-8.
+			b, err := w.bytes(f, "producer")
+			v := strings.ToValidUTF8(string(b), "\uFFFD")
+			if f.num == modelProducerName {
+				w.info.producer = v
+			} else {
+				w.info.producerVersion = v
+			}
+			return err
 		case modelOpsetImport:
 			hasOpset = true
-			return w.opset(f, 2)
+			domain, version, err := w.opset(f, 2)
+			if err == nil {
+				if domain == "" {
+					domain = "ai.onnx"
+				}
+				w.info.opsets = append(w.info.opsets, domain+" "+strconv.FormatUint(version, 10))
+			}
+			return err
 		case modelGraph:
 			hasGraph = true
 			return w.sub(w.root, f, "graph", 2, func(n *node) error { return w.graph(n, "", 2) })
@@ -163,12 +192,12 @@ func (w *walker) sub(parent *node, f field, what string, depth int, walk func(n 
 }
 
 // opset checks an OperatorSetIdProto against the versions this build knows.
-func (w *walker) opset(f field, depth int) error {
+func (w *walker) opset(f field, depth int) (string, uint64, error) {
 	if err := w.expect(f, protowire.BytesType, "opset_import"); err != nil {
-		return err
+		return "", 0, err
 	}
 	if depth > MaxDepth {
-		return w.fail(errs.SizeLimitExceeded, f.at, "messages nested more than %d deep", MaxDepth)
+		return "", 0, w.fail(errs.SizeLimitExceeded, f.at, "messages nested more than %d deep", MaxDepth)
 	}
 	domain, version := "", uint64(0)
 	err := w.fields(f.val, f.end, func(g field) error {
@@ -183,12 +212,12 @@ func (w *walker) opset(f field, depth int) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	if max, known := MaxOpsets[domain]; known && version > max {
-		return w.fail(errs.UnsupportedVersion, f.at, "opset %d of domain %q is newer than this build knows (%d)", version, domain, max)
+		return "", 0, w.fail(errs.UnsupportedVersion, f.at, "opset %d of domain %q is newer than this build knows (%d)", version, domain, max)
 	}
-	return nil
+	return domain, version, nil
 }
 
 func (w *walker) graph(n *node, sc scope, depth int) error {
@@ -333,7 +362,7 @@ func (w *walker) function(n *node, depth int) error {
 		case functionDomain:
 			domain, err = w.str(f, "function domain")
 		case functionOpset:
-			err = w.opset(f, depth+1)
+			_, _, err = w.opset(f, depth+1)
 		case functionNode, functionAttrProto:
 			parts = append(parts, f)
 		}
