@@ -72,6 +72,9 @@ func planONNX(req PlanRequest) (*Planned, error) {
 		return nil, errs.New(errs.SchemaError, "checkout", "--alignment and --size-threshold apply to --external-data, not to --inline-data")
 	}
 
+	if req.Frames == nil {
+		return nil, errs.New(errs.UnsupportedVersion, "checkout", "an ONNX re-layout needs the stored frames, which this caller does not give")
+	}
 	var files []onnx.SourceFile
 	others := map[string]bool{}
 	for _, f := range m.Files {
