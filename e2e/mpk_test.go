@@ -279,7 +279,7 @@ func TestMPKSharedBinaryDedup(t *testing.T) {
 	}
 }
 
-// A gzip bomb (256 MiB of zeros in a few hundred KiB) stops at
+// A gzip bomb (256 MiB of zeros in about 256 KiB) stops at
 // --max-archive-bytes (128 MiB), quickly and in a small process, leaving the
 // store as it was. Peak memory is measured with GNU time when it is there
 // (a child's ru_maxrss seen from this test would include this process's
@@ -288,16 +288,19 @@ func TestMPKSharedBinaryDedup(t *testing.T) {
 func TestMPKGzipBomb(t *testing.T) {
 	c := newCLI(t)
 	c.add(filepath.Join(mpkFixtureDir(t), "fixtures", "valid.tar.gz"), "--name", "seed")
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	zw.Write(mpktest.Tar([]mpktest.Entry{mpktest.File("mpk.json", []byte(`{"version":"1.0"}`))}, mpktest.TarOptions{NoEndMarker: true}))
-	zw.Write(mpktest.Header(mpktest.Entry{Name: "bomb.so", Size: 256 << 20}))
-	zeros := make([]byte, 1<<20)
-	for range 256 {
-		zw.Write(zeros)
+	// A multi-member gzip file: the headers, then one compressed MiB of
+	// zeros 256 times (gzip readers concatenate members).
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
 	}
-	zw.Close()
-	bomb := writeFile(t, filepath.Join(t.TempDir(), "bomb.tar.gz"), buf.Bytes())
+	head := append(mpktest.Tar([]mpktest.Entry{mpktest.File("mpk.json", []byte(`{"version":"1.0"}`))}, mpktest.TarOptions{NoEndMarker: true}),
+		mpktest.Header(mpktest.Entry{Name: "bomb.so", Size: 256 << 20})...)
+	data := append(member(head), bytes.Repeat(member(make([]byte, 1<<20)), 256)...)
+	bomb := writeFile(t, filepath.Join(t.TempDir(), "bomb.tar.gz"), data)
 	before := c.snapshot()
 
 	args := []string{bin, "--store", c.store, "add", bomb, "--max-archive-bytes", "128MiB"}
@@ -322,7 +325,7 @@ func TestMPKGzipBomb(t *testing.T) {
 		var kib int64 // the last line: GNU time writes the exit status before it
 		lines := strings.Fields(strings.TrimSpace(string(b)))
 		fmt.Sscan(lines[len(lines)-1], &kib)
-		t.Logf("a %d-byte bomb of 256 MiB refused at 128 MiB in %v, peak RSS %d KiB", buf.Len(), elapsed, kib)
+		t.Logf("a %d-byte bomb of 256 MiB refused at 128 MiB in %v, peak RSS %d KiB", len(data), elapsed, kib)
 		if kib <= 0 || kib > 48<<10 {
 			t.Errorf("peak RSS %d KiB: memory must stay bounded by the loader's buffers, not by the bomb", kib)
 		}

@@ -20,11 +20,17 @@ const (
 	DefaultMaxJSONDepth          = 64       // nested arrays and objects in any JSON member
 )
 
+// MaxJSONDepthCap bounds max_json_depth whatever the user asks: the JSON
+// checker recurses once per level, and a goroutine's stack must not be the
+// limit that stops a hostile file.
+const MaxJSONDepthCap = 10_000
+
 // MaxJSONBytes bounds a JSON member: JSON is validated in memory, so a
 // bigger one is refused (size_limit_exceeded) whatever max_entry_bytes says.
 const MaxJSONBytes int64 = 64 << 20
 
-// Limits returns l with its zero fields set to the defaults.
+// Limits returns l with its zero fields set to the defaults, and
+// MaxJSONDepth at most MaxJSONDepthCap.
 func Limits(l formats.Limits) formats.Limits {
 	if l.MaxArchiveBytes <= 0 {
 		l.MaxArchiveBytes = DefaultMaxArchiveBytes
@@ -38,6 +44,7 @@ func Limits(l formats.Limits) formats.Limits {
 	if l.MaxJSONDepth <= 0 {
 		l.MaxJSONDepth = DefaultMaxJSONDepth
 	}
+	l.MaxJSONDepth = min(l.MaxJSONDepth, MaxJSONDepthCap)
 	return l
 }
 

@@ -51,7 +51,7 @@
 //	max_archive_bytes  16 GiB  the archive file, and the tar stream it decompresses to
 //	max_entries        10000   tar entries, directories included
 //	max_entry_bytes     8 GiB  one entry's declared size, checked at its header
-//	max_json_depth        64   nested arrays and objects in any JSON member
+//	max_json_depth        64   nested arrays and objects in any JSON member (at most 10000)
 //
 // and JSON members are validated in memory, so one larger than
 // MaxJSONBytes (64 MiB) is refused too. Every limit is enforced while

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,27 +27,36 @@ type bombPart struct {
 	zeros int64
 }
 
-// gzipBomb compresses the parts (headers and long runs of zeros) with
-// compress/gzip as they are produced, so that neither the stream nor the
-// bomb's content is ever held in memory.
+// gzipBomb makes a multi-member gzip file: one member per literal part,
+// and for zeros one precompressed member of 1 MiB of zeros repeated (a
+// classic bomb: gzip readers concatenate members), so that a bomb of
+// hundreds of MiB costs next to nothing to make.
 func gzipBomb(t *testing.T, parts ...bombPart) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&b, gzip.BestSpeed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zeros := make([]byte, 1<<20)
-	for _, p := range parts {
-		zw.Write(p.bytes)
-		for n := p.zeros; n > 0; n -= min(n, int64(len(zeros))) {
-			zw.Write(zeros[:min(n, int64(len(zeros)))])
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if err != nil {
+			t.Fatal(err)
 		}
+		zw.Write(b)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
 	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+	megabyte := member(make([]byte, 1<<20))
+	var out []byte
+	for _, p := range parts {
+		if p.bytes != nil {
+			out = append(out, member(p.bytes)...)
+		}
+		if p.zeros%(1<<20) != 0 {
+			t.Fatal("test bug: bombs are made of whole MiB of zeros")
+		}
+		out = append(out, bytes.Repeat(megabyte, int(p.zeros>>20))...)
 	}
-	return b.Bytes()
+	return out
 }
 
 // validTarEntries returns the tar stream of the valid fixture's entries
@@ -68,7 +78,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // TestGzipBombsStopAtTheLimit feeds Load archives that decompress to
-// 256 MiB (a few hundred KiB compressed) and checks that each stops at
+// 256 MiB (about 256 KiB compressed) and checks that each stops at
 // the limit with size_limit_exceeded, reading little of the input and
 // allocating a few fixed buffers, not the bomb.
 func TestGzipBombsStopAtTheLimit(t *testing.T) {
@@ -77,7 +87,7 @@ func TestGzipBombsStopAtTheLimit(t *testing.T) {
 	header := func(name string, size int64) []byte { return mpktest.Header(mpktest.Entry{Name: name, Size: size}) }
 	many := []bombPart{{bytes: validTarEntries()}}
 	for i := range 64 {
-		many = append(many, bombPart{bytes: header("model/part"+string(rune('a'+i%26))+string(rune('a'+i/26))+".so", 4<<20)}, bombPart{zeros: 4 << 20})
+		many = append(many, bombPart{bytes: header(fmt.Sprintf("model/part%02d.so", i), 4<<20)}, bombPart{zeros: 4 << 20})
 	}
 	cases := []struct {
 		name   string
@@ -153,6 +163,9 @@ func TestLimitsAreInclusive(t *testing.T) {
 	if got := mpk.Limits(formats.Limits{}); got.MaxArchiveBytes != mpk.DefaultMaxArchiveBytes || got.MaxEntries != mpk.DefaultMaxEntries ||
 		got.MaxEntryBytes != mpk.DefaultMaxEntryBytes || got.MaxJSONDepth != mpk.DefaultMaxJSONDepth {
 		t.Errorf("defaults: %+v", got)
+	}
+	if got := mpk.Limits(formats.Limits{MaxJSONDepth: 1 << 30}); got.MaxJSONDepth != mpk.MaxJSONDepthCap {
+		t.Errorf("max_json_depth %d, want it capped at %d", got.MaxJSONDepth, mpk.MaxJSONDepthCap)
 	}
 }
 
