@@ -46,6 +46,7 @@ func TestGCSurvivesEveryIOError(t *testing.T) {
 		name := map[syscall.Errno]string{syscall.EIO: "EIO", syscall.ENOSPC: "ENOSPC"}[errno]
 		for n := 1; n <= len(calls); n++ {
 			t.Run(fmt.Sprintf("%s/%d-%s", name, n, calls[n-1]), func(t *testing.T) {
+				t.Parallel()
 				fault := &storetest.FaultFS{FailAt: n, Errno: errno, CountRemoves: true}
 				st := openCopy(t, template, fault)
 				_, res, err := gc.Run(context.Background(), st, noGrace)
@@ -104,7 +105,7 @@ func openCopy(t *testing.T, dir string, fsys store.FS) *store.Store {
 
 func reopen(t *testing.T, dir string) *store.Store {
 	t.Helper()
-	st, err := store.Open(dir, false, store.Options{LockTimeout: 5 * time.Second})
+	st, err := store.Open(dir, false, store.Options{LockTimeout: 5 * time.Second, FS: storetest.NoSyncFS{}})
 	if err != nil {
 		t.Fatal(err)
 	}

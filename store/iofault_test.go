@@ -43,6 +43,7 @@ func TestAddSurvivesEveryIOError(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.EIO, syscall.ENOSPC} {
 		for n := 1; n <= len(calls); n++ {
 			t.Run(fmt.Sprintf("%s/%d-%s", errnoName(errno), n, calls[n-1]), func(t *testing.T) {
+				t.Parallel()
 				dir := filepath.Join(t.TempDir(), "store")
 				st := openWith(t, dir, nil)
 				storetest.Add(t, st, first, "first")
@@ -79,8 +80,13 @@ func TestAddSurvivesEveryIOError(t *testing.T) {
 	}
 }
 
+// openWith opens (or creates) the store at dir with fs, or without syncs
+// when fs is nil.
 func openWith(t *testing.T, dir string, fs store.FS) *store.Store {
 	t.Helper()
+	if fs == nil {
+		fs = storetest.NoSyncFS{}
+	}
 	st, err := store.Open(dir, true, store.Options{LockTimeout: 5 * time.Second, FS: fs})
 	if err != nil {
 		t.Fatal(err)
