@@ -311,3 +311,40 @@ func TestGCStopsAtACorruptLiveBlob(t *testing.T) {
 		t.Fatal("fsck does not see the damage")
 	}
 }
+
+// A blob a named version needs that is gone is reported (integrity_error)
+// after gc has done the rest of its work: nothing gc frees could bring it
+// back, and the rest of the store still deserves its gc.
+func TestGCReportsMissingLiveBlobs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d, err := storetest.Resolve(f.st, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost store.BlobRecord
+	f.st.View(func(tx *bolt.Tx) error {
+		m, err := store.Manifest(tx, d)
+		if err != nil {
+			return err
+		}
+		recs, err := store.Records(tx, m.Blobs())
+		for _, r := range recs {
+			if r.Encoding == store.EncodingRaw {
+				lost = r
+			}
+		}
+		return err
+	})
+	if err := os.Remove(f.st.BlobPath(lost.Digest)); err != nil {
+		t.Fatal(err)
+	}
+	plan, res, err := gc.Run(context.Background(), f.st, noGrace)
+	if !errors.Is(err, errs.IntegrityError) {
+		t.Fatalf("gc with a live blob missing: err = %v, want integrity_error", err)
+	}
+	if !slices.Contains(plan.Missing, lost.Digest) || res == nil || res.RemovedManifests != 1 {
+		t.Fatalf("plan missing %v, result %+v", plan.Missing, res)
+	}
+	storetest.RequireCheckout(t, f.st, "x:v1", f.d)
+}
