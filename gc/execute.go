@@ -26,11 +26,12 @@ type Result struct {
 	FailedDeletes []string `json:"failed_deletes"`
 }
 
-// Execute carries out the plan. Deletes are not synced: a delete lost in a
-// power failure brings back an unrecorded file, which the next gc deletes. The caller holds the exclusive lock it was
+// Execute carries out the plan. The caller holds the exclusive lock it was
 // made under. Execute fails when a delete fails (after trying every other
 // one) and when a blob a named version needs is missing (after doing the
-// rest: nothing gc frees could bring it back).
+// rest: nothing gc frees could bring it back). Deletes are not synced: a
+// delete lost in a power failure brings back an unrecorded file, which the
+// next gc deletes.
 func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 	res := &Result{FailedDeletes: []string{}}
 	newRecs, err := p.repack(ctx, st)
@@ -49,13 +50,27 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 	res.RemovedManifests, res.FreedBlobs, res.RepackedPacks = len(p.RemoveManifests), p.FreedBlobs, len(p.Repacks)
 	store.Failpoint(FailAfterCommit)
 
-	paths := append(append([]string{}, p.deletePaths...), p.oldPacks...)
+	// Never delete a file the repack has just written (a blob it wrote
+	// loose under the name of an unrecorded copy).
+	written := map[string]bool{}
+	for _, path := range packPaths(st, newRecs) {
+		written[path] = true
+	}
+	var paths []string
+	for _, path := range append(append([]string{}, p.deletePaths...), p.oldPacks...) {
+		if !written[path] {
+			paths = append(paths, path)
+		}
+	}
 	var failed []error
 	res.FreedBytes = p.FreedBytes
-	for _, path := range paths {
+	for i, path := range paths {
 		if err := ctx.Err(); err != nil {
-			failed = append(failed, err)
-			break
+			for _, left := range paths[i:] {
+				res.FreedBytes -= p.sizes[left]
+			}
+			return res, fmt.Errorf("gc: interrupted with %d of %d files deleted (the index no longer records the others: the next gc deletes them): %w",
+				i-len(res.FailedDeletes), len(paths), err)
 		}
 		if err := st.RemoveFile(path); err != nil {
 			failed = append(failed, err)
