@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -125,7 +126,18 @@ func (s *Store) create() error {
 	if err != nil {
 		return fmt.Errorf("store: create: %w", err)
 	}
-	if err := os.Link(tmp, filepath.Join(s.dir, indexFile)); err != nil && !errors.Is(err, os.ErrExist) {
+	final := filepath.Join(s.dir, indexFile)
+	err = os.Link(tmp, final)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) {
+		// A file system without hard links: rename, unless another
+		// command has created the index meanwhile.
+		if _, serr := os.Stat(final); errors.Is(serr, os.ErrNotExist) {
+			err = os.Rename(tmp, final)
+		} else {
+			err = nil
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("store: create: %w", err)
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
