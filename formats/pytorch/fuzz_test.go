@@ -92,4 +92,3 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
-

@@ -13,8 +13,8 @@ import (
 // Planned files parse back to the same tensors, every one its own storage.
 func TestPlanRoundTrip(t *testing.T) {
 	for name, opts := range map[string]PlanOptions{
-		"single":  {File: "weights.pt"},
-		"sharded": {File: "pytorch_model.bin", MaxShardSize: 70},
+		"single":                         {File: "weights.pt"},
+		"sharded":                        {File: "pytorch_model.bin", MaxShardSize: 70},
 		"one shard when everything fits": {MaxShardSize: 1 << 20},
 	} {
 		t.Run(name, func(t *testing.T) {
