@@ -1,0 +1,5 @@
+//go:build !race
+
+package gguf
+
+const raceEnabled = false
