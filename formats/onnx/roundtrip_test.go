@@ -18,8 +18,8 @@ func TestRealModelsConformance(t *testing.T) {
 		// the big models keep the suite fast under the race detector.
 		truncations, flips := 256, 2048
 		for _, b := range sample.Files {
-			if len(b) > 256<<10 {
-				truncations, flips = 64, 512
+			if len(b) > 64<<10 {
+				truncations, flips = 64, 384
 			}
 		}
 		t.Run(sample.Name, func(t *testing.T) {

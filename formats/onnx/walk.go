@@ -317,7 +317,7 @@ func (w *walker) attribute(n *node, info nodeInfo, sc scope, depth int) error {
 	if info.opType == "Constant" && (info.domain == "" || info.domain == "ai.onnx") && name == "value" && info.output0 != "" {
 		base = info.output0 // a Constant's value is known by its output's name
 	}
-	counts := map[protowire.Number]int{}
+	var counts [attrSparseTensors + 1]int // by field number
 	for _, f := range values {
 		k := counts[f.num]
 		counts[f.num]++
