@@ -73,9 +73,11 @@ func Plan(files []SourceFile, tensors []formats.Tensor, opts PlanOptions) (*form
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	names := newNamer()
 	var walked []*walker
+	srcs := make([]*runs, len(files))
 	next := 0
-	for _, f := range files {
-		w, err := walkModel(sourceRuns(f), f.Path)
+	for i, f := range files {
+		srcs[i] = sourceRuns(f)
+		w, err := walkModel(srcs[i], f.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +111,7 @@ func Plan(files []SourceFile, tensors []formats.Tensor, opts PlanOptions) (*form
 				data[dp] = df
 			}
 		}
-		e := emitter{src: sourceRuns(files[fi]), first: first, data: df, opts: opts}
+		e := emitter{src: srcs[fi], first: first, data: df, opts: opts}
 		body, size, err := e.body(w.root)
 		if err != nil {
 			return nil, err
