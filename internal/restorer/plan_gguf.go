@@ -259,7 +259,8 @@ func convertedModel(req PlanRequest) (*ggufModel, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k == stMetaKV || k == stMetaVersion || k == gguf.MetaAlignment {
+		// GGUF's own entries, and keys the writer sets itself.
+		if k == stMetaKV || k == stMetaVersion || k == gguf.MetaAlignment || k == gguf.KeyAlignment || gguf.IsSplitKey(k) {
 			continue
 		}
 		key := k
