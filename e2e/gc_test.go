@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,4 +147,40 @@ func TestGCTrimFsckUsage(t *testing.T) {
 	other := newCLI(t)
 	other.fail("not_found", "gc")
 	other.fail("not_found", "fsck")
+}
+
+// TestGCFailedDelete: a file gc cannot delete (an immutable directory) makes
+// gc fail and name it; the store stays clean, and the next gc deletes it.
+func TestGCFailedDelete(t *testing.T) {
+	t.Parallel()
+	dirs, trees := crashModels(t, t.TempDir(), 2)
+	c := newCLI(t)
+	c.add(dirs[0], "--name", "keep")
+	c.add(dirs[1], "--name", "drop")
+	c.ok("rm", "drop")
+	packs := filepath.Join(c.store, "objects", "packs")
+	if out, err := exec.Command("chattr", "+i", packs).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a directory immutable here (chattr +i needs root and ext4 or the like): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", packs).Run() })
+
+	r := c.run("--json", "gc", "--grace", "0")
+	var out gcOutput
+	json.Unmarshal([]byte(r.stdout), &out)
+	if r.code == 0 || out.Result == nil || len(out.Result.FailedDeletes) != 1 || !strings.Contains(r.stderr, "deletes failed") {
+		t.Fatalf("gc that cannot delete a pack:\n%s", r)
+	}
+	if r := c.run("gc", "--grace", "0"); r.code == 0 || !strings.Contains(r.stdout, "failed to delete") {
+		t.Fatalf("gc without --json does not name the file it could not delete:\n%s", r)
+	}
+	if rep := c.fsck(); len(rep.Leftovers) != 1 {
+		t.Fatalf("leftovers %+v, want the pack gc could not delete", rep.Leftovers)
+	}
+	c.requireCheckout("keep", trees[0])
+	if out, err := exec.Command("chattr", "-i", packs).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	c.ok("gc", "--grace", "0")
+	c.requireTidy()
+	c.requireCheckout("keep", trees[0])
 }
