@@ -257,3 +257,26 @@ func TestSafetensorsWithoutGGUFTypes(t *testing.T) {
 }
 
 var _ = binary.LittleEndian
+
+// A version of two GGUF models, one of them a vocabulary without tensors:
+// a re-layout writes both; SafeTensors cannot keep their key/values apart.
+func TestTwoGGUFModels(t *testing.T) {
+	tensors, data := ggufTensors(t, "F32", "F16")
+	l, _ := gguf.Plan(tensors, gguf.PlanOptions{Name: "model", KVs: ggufTestKVs[:1]})
+	files, _ := formattest.Materialize(l, data)
+	vocab, _ := gguf.Plan(nil, gguf.PlanOptions{Name: "vocab", KVs: ggufTestKVs[2:4]})
+	vfiles, _ := formattest.Materialize(vocab, nil)
+	files["vocab.gguf"] = vfiles["vocab.gguf"]
+	st := newStore(t)
+	d := addFiles(t, st, "two", files)
+
+	out, _ := parseGGUFDir(t, checkout(t, st, d, Options{Alignment: 64}))
+	if len(out.Files) != 2 || out.Files[1].Path != "vocab.gguf" || !sameKVs(kvsOf(t, out.Files[1])[:2], ggufTestKVs[2:4]) {
+		t.Fatalf("re-layout: %+v", out.Files)
+	}
+	_, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "st"), Options{Format: "safetensors"})
+	if errs.ClassOf(err) != errs.LossyConversion {
+		t.Fatalf("err = %v, want lossy_conversion", err)
+	}
+	checkout(t, st, d, Options{Format: "safetensors", Tensors: []string{"blk.*"}})
+}
