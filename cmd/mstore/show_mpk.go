@@ -13,7 +13,10 @@ import (
 	"github.com/mstore/mstore/store"
 )
 
-func init() { formatDetails["mpk"] = showMPK }
+func init() {
+	formatDetails["mpk"] = showMPK
+	formatDiffs["mpk"] = diffMPK
+}
 
 // mpkView is show's view of an MPK archive: the archive as added, its
 // contracts, and the pipeline's stages in the order they run.
@@ -63,4 +66,48 @@ func showMPK(_ *store.Store, m *objects.Manifest) (string, any, error) {
 		return "", nil, nil
 	}
 	return b.String(), map[string]any{"mpk": views}, nil
+}
+
+// mpkRecord returns the pipeline stages and contracts recorded for the
+// archive of m, as JSON text ("" when there is none).
+func mpkRecord(m *objects.Manifest) (stages, contracts string) {
+	for _, f := range m.Files {
+		if f.Role == objects.RoleContainer && f.Meta[mpk.MetaStages] != "" {
+			return f.Meta[mpk.MetaStages], f.Meta[mpk.MetaContracts]
+		}
+	}
+	return "", ""
+}
+
+// stageLine is a pipeline's stages in order, on one line.
+func stageLine(stagesJSON string) string {
+	var stages []mpk.Stage
+	if stagesJSON == "" || json.Unmarshal([]byte(stagesJSON), &stages) != nil {
+		return "(none)"
+	}
+	parts := make([]string, len(stages))
+	for i, st := range stages {
+		parts[i] = fmt.Sprintf("%d %s (%s)", st.SequenceID, st.Name, st.Kernel)
+	}
+	return strings.Join(parts, " → ")
+}
+
+// diffMPK says whether the pipeline (its stages in order, with every field)
+// and the contracts changed; the members themselves are compared as
+// tensors.
+func diffMPK(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
+	stagesA, contractsA := mpkRecord(a)
+	stagesB, contractsB := mpkRecord(b)
+	var text strings.Builder
+	if stagesA == stagesB {
+		text.WriteString("= pipeline unchanged\n")
+	} else {
+		fmt.Fprintf(&text, "~ pipeline\n  - %s\n  + %s\n", stageLine(stagesA), stageLine(stagesB))
+	}
+	if contractsA == contractsB {
+		text.WriteString("= contracts unchanged\n")
+	} else {
+		fmt.Fprintf(&text, "~ contracts\n  - %s\n  + %s\n", contractsA, contractsB)
+	}
+	return text.String(), map[string]bool{"pipeline_changed": stagesA != stagesB, "contracts_changed": contractsA != contractsB}, nil
 }
