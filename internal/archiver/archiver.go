@@ -232,6 +232,7 @@ var refusedKinds = map[string]string{
 	".keras":  "Keras .keras archives can run code when loaded (Lambda layers); export the weights to SafeTensors first",
 	".engine": "TensorRT engines are compiled for one GPU model and TensorRT version and are not portable weights; store the ONNX model they are built from",
 	".plan":   "TensorRT plans are compiled for one GPU model and TensorRT version and are not portable weights; store the ONNX model they are built from",
+	".jit":    "this is a TorchScript archive (torch.jit.save): its code/ folder holds code that runs when it is loaded, so mstore does not take it; save the model's state_dict() with torch.save instead",
 }
 
 // chooseCodec picks the model's format: the first codec, in the registry's
