@@ -27,7 +27,8 @@ type Result struct {
 }
 
 // Execute carries out the plan. The caller holds the exclusive lock it was
-// made under. Execute fails when a delete fails (after trying every other
+// made under. A failure before the index commit changes nothing and
+// returns no Result. Execute fails when a delete fails (after trying every other
 // one) and when a blob a named version needs is missing (after doing the
 // rest: nothing gc frees could bring it back). Deletes are not synced: a
 // delete lost in a power failure brings back an unrecorded file, which the
@@ -36,7 +37,7 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 	res := &Result{FailedDeletes: []string{}}
 	newRecs, err := p.repack(ctx, st)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	store.Failpoint(FailAfterRepack)
 	if err := p.commit(st, newRecs); err != nil {
@@ -45,7 +46,7 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 		for _, path := range packPaths(st, newRecs) {
 			st.RemoveFile(path)
 		}
-		return res, err
+		return nil, err
 	}
 	res.RemovedManifests, res.FreedBlobs, res.RepackedPacks = len(p.RemoveManifests), p.FreedBlobs, len(p.Repacks)
 	store.Failpoint(FailAfterCommit)

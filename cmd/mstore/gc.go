@@ -33,8 +33,8 @@ var gcCommand = &cli.Command{
 		}
 		wait := max(c.Duration("wait"), time.Millisecond)
 		plan, res, err := gc.Run(c.Context, st, gc.Options{Grace: grace, LockWait: wait, DryRun: c.Bool("dry-run")})
-		if plan == nil {
-			return err
+		if plan == nil || res == nil && !c.Bool("dry-run") {
+			return err // nothing was changed
 		}
 		if e.json {
 			if perr := e.printJSON(gcOutput{DryRun: c.Bool("dry-run"), Plan: plan, Result: res}); perr != nil && err == nil {
