@@ -64,16 +64,6 @@ func DTypeName(dataType int64) (string, bool) {
 	return d.name, ok
 }
 
-// dataTypeOf is the reverse of dtypes, for the planner's checks.
-func dataTypeOf(name string) (int64, bool) {
-	for k, d := range dtypes {
-		if d.name == name {
-			return k, true
-		}
-	}
-	return 0, false
-}
-
 // tensorSize returns the byte size of a tensor of dataType with dims. An
 // unknown type is unsupported_version; UNDEFINED, STRING (no fixed width),
 // negative dimensions and sizes that overflow are schema_error.
