@@ -66,12 +66,25 @@ func safetensorsDump(t *testing.T, dir string) map[string]torchTensor {
 	}
 	out := map[string]torchTensor{}
 	for _, p := range paths {
-		for name, pt := range readSafetensors(t, p) {
-			sum := sha256.Sum256(pt.data)
-			out[name] = torchTensor{DType: pt.DType, Shape: pt.Shape, SHA256: hex.EncodeToString(sum[:])}
+		for name, tn := range safetensorsFileDump(t, p) {
+			out[name] = tn
 		}
 	}
 	return out
+}
+
+func safetensorsFileDump(t *testing.T, path string) map[string]torchTensor {
+	t.Helper()
+	out := map[string]torchTensor{}
+	for name, pt := range readSafetensors(t, path) {
+		out[name] = torchTensor{DType: pt.DType, Shape: pt.Shape, SHA256: sha(pt.data)}
+	}
+	return out
+}
+
+func sha(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // requireSameTensors fails unless got holds exactly want's tensors.
@@ -125,6 +138,7 @@ func realCheckpoints(t *testing.T) []string {
 // written back by mstore's own writer in a checkpoint torch.load reads to
 // the same tensors.
 func TestPyTorchRealCheckpoints(t *testing.T) {
+	t.Parallel()
 	paths := realCheckpoints(t)
 	c := newCLI(t)
 	work := t.TempDir()
