@@ -191,9 +191,14 @@ func readHeader(f formats.ReadAtCloser, p string) (*header, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Each key/value takes at least 13 bytes, each tensor info 25.
+	// Each key/value takes at least 13 bytes, each tensor info 25: the
+	// counts must fit in the file, and in the header limit, before anything
+	// is allocated for them.
 	if left := uint64(s.size - s.pos); nKV > left/13 || nTensors > left/25 || nKV*13+nTensors*25 > left {
 		return nil, s.fail(errs.InvalidArchive, 8, "%d tensors and %d key/values cannot fit in the %d bytes left", nTensors, nKV, left)
+	}
+	if err := s.need(nKV*13+nTensors*25, "the key/values and tensor infos"); err != nil {
+		return nil, err
 	}
 	if err := h.readKVs(s, int(nKV)); err != nil {
 		return nil, err
@@ -272,7 +277,10 @@ func readValue(s *scanner) (Value, error) {
 		if n > uint64(s.size-s.pos)/8 {
 			return Value{}, s.fail(errs.InvalidArchive, at, "%d strings cannot fit in the %d bytes left", n, s.size-s.pos)
 		}
-		v.Strs = make([]string, n) // n*8 bytes of lengths are in the file
+		if err := s.need(n*8, "string array"); err != nil {
+			return Value{}, err
+		}
+		v.Strs = make([]string, n) // n*8 bytes of lengths are in the file and the header limit
 		for i := range v.Strs {
 			if v.Strs[i], err = s.str("string"); err != nil {
 				return Value{}, err

@@ -338,3 +338,19 @@ func TestTypeTable(t *testing.T) {
 }
 
 var _ = formats.Frame
+
+// Counts that fit in a large file but not in MaxHeaderSize are refused
+// before anything is allocated for them.
+func TestCountsBoundedByTheHeaderLimit(t *testing.T) {
+	big := make([]byte, 2*MaxHeaderSize)
+	for name, head := range map[string][]byte{
+		"key/values":   cat([]byte("GGUF"), le32(3), le64(0), le64(MaxHeaderSize/13+1)),
+		"tensors":      cat([]byte("GGUF"), le32(3), le64(MaxHeaderSize/25+1), le64(0)),
+		"string array": cat([]byte("GGUF"), le32(3), le64(0), le64(1), kvRaw("k", 9, le32(8), le64(MaxHeaderSize/8+1))),
+	} {
+		file := append(head, big[len(head):]...)
+		if _, err := parseFiles(map[string][]byte{"model.gguf": file}); errs.ClassOf(err) != errs.SizeLimitExceeded {
+			t.Errorf("%s: err = %v, want size_limit_exceeded", name, err)
+		}
+	}
+}
