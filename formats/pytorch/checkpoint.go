@@ -47,6 +47,7 @@ type checkpoint struct {
 	lim      Limits
 	arc      *archive
 	storages []*storage // in order of first reference in data.pkl
+	byKey    map[string]*storage
 	named    []named    // the state-dict tensors, in order
 	other    Other      // values that are not tensors
 
@@ -69,12 +70,13 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 	if len(head) < 4 || string(head[:4]) != "PK\x03\x04" && string(head[:4]) != "PK\x05\x06" && string(head[:4]) != "PK\x06\x06" {
 		return nil, sniff(head, p)
 	}
-	arc, err := readArchive(f, size, p, lim)
+	r := newBlockReader(f, size)
+	arc, err := readArchive(r, size, p, lim)
 	if err != nil {
 		return nil, err
 	}
 	c := &checkpoint{path: p, lim: lim, arc: arc}
-	pkl, err := c.records(f)
+	pkl, err := c.records(r)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 	buf := make([]byte, min(largest, 1<<20))
 	for _, m := range arc.members {
 		if m.size > maxSmallRecord && m.record != "data.pkl" {
-			if err := arc.checkCRC(f, m, buf); err != nil {
+			if err := arc.checkCRC(r, m, buf); err != nil {
 				return nil, err
 			}
 		}
@@ -214,10 +216,7 @@ func (c *checkpoint) persistent(pid tuple, at int64) (value, error) {
 	if strings.Contains(key, "/") || !formats.IsMemberPath(record) {
 		return bad(errs.PathTraversal, "storage key %q does not name a member inside data/", key)
 	}
-	for _, st := range c.storages {
-		if st.key != key {
-			continue
-		}
+	if st := c.byKey[key]; st != nil {
 		if st.class != class || st.numel != n {
 			return bad(errs.SchemaError, "storage %s is declared as %d × %s and again as %d × %s", record, st.numel, st.class.name, n, class.name)
 		}
@@ -236,5 +235,9 @@ func (c *checkpoint) persistent(pid tuple, at int64) (value, error) {
 	}
 	st := &storage{id: len(c.storages) + 1, key: key, m: m, class: class, dtype: class.dtype, elem: elem, numel: n, location: location, owner: -1}
 	c.storages = append(c.storages, st)
+	if c.byKey == nil {
+		c.byKey = map[string]*storage{}
+	}
+	c.byKey[key] = st
 	return st, nil
 }

@@ -115,7 +115,7 @@ type machine struct {
 	lim   Limits
 	stack []value
 	marks []int // stack lengths at each open MARK
-	memo  map[uint32]value
+	memo  memo
 	ids   int // identity counter for mutable values
 
 	// persistent resolves a BINPERSID id (a storage reference).
@@ -125,7 +125,7 @@ type machine struct {
 // unpickle runs data to its STOP and returns the one value it leaves.
 // Bytes after STOP are refused.
 func unpickle(data []byte, base int64, path string, lim Limits, persistent func(tuple, int64) (value, error)) (value, error) {
-	m := &machine{data: data, base: base, path: path, lim: lim, memo: map[uint32]value{}, persistent: persistent}
+	m := &machine{data: data, base: base, path: path, lim: lim, persistent: persistent}
 	if int64(len(data)) > lim.MaxPickleBytes {
 		return nil, m.fail(errs.SizeLimitExceeded, 0, "data.pkl of %d bytes is over the %d-byte limit", len(data), lim.MaxPickleBytes)
 	}
@@ -443,10 +443,9 @@ func (m *machine) put(op byte, at int) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := m.memo[idx]; !ok && len(m.memo) >= m.lim.MaxMemo {
+	if !m.memo.put(idx, *v, m.lim.MaxMemo) {
 		return m.fail(errs.SizeLimitExceeded, at, "more than %d memo entries", m.lim.MaxMemo)
 	}
-	m.memo[idx] = *v
 	return nil
 }
 
@@ -465,7 +464,7 @@ func (m *machine) get(op byte, at int) error {
 		}
 		idx = binary.LittleEndian.Uint32(b)
 	}
-	v, ok := m.memo[idx]
+	v, ok := m.memo.get(idx)
 	if !ok {
 		return m.fail(errs.InvalidArchive, at, "memo entry %d is read before it is written", idx)
 	}
@@ -634,4 +633,45 @@ func typeName(v value) string {
 		return "tensor"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// memo is the pickle memo. Picklers number entries 0, 1, 2, …, so they are
+// kept in a slice; an index far past the others (a hostile pickle's) goes
+// to a map instead of growing the slice.
+type memo struct {
+	dense  []value
+	sparse map[uint32]value
+}
+
+func (m *memo) count() int { return len(m.dense) + len(m.sparse) }
+
+// put stores v at idx unless that would make more than limit entries.
+func (m *memo) put(idx uint32, v value, limit int) bool {
+	switch {
+	case int64(idx) < int64(len(m.dense)):
+		m.dense[idx] = v
+		return true
+	case int64(idx) == int64(len(m.dense)):
+		if m.count() >= limit {
+			return false
+		}
+		m.dense = append(m.dense, v)
+		return true
+	}
+	if _, ok := m.sparse[idx]; !ok && m.count() >= limit {
+		return false
+	}
+	if m.sparse == nil {
+		m.sparse = map[uint32]value{}
+	}
+	m.sparse[idx] = v
+	return true
+}
+
+func (m *memo) get(idx uint32) (value, bool) {
+	if int64(idx) < int64(len(m.dense)) {
+		return m.dense[idx], true
+	}
+	v, ok := m.sparse[idx]
+	return v, ok
 }

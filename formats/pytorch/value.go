@@ -59,7 +59,7 @@ type dict struct {
 	depth int
 }
 
-func newDict(id int) *dict { return &dict{id: id, index: map[string]int{}} }
+func newDict(id int) *dict { return &dict{id: id} }
 
 // set stores key → v. Keys must be hashable, as in Python.
 func (d *dict) set(k, v value, maxDepth int) error {
@@ -76,6 +76,9 @@ func (d *dict) set(k, v value, maxDepth int) error {
 	if i, ok := d.index[h]; ok {
 		d.vals[i] = v
 		return nil
+	}
+	if d.index == nil { // most dicts (a tensor's backward hooks) stay empty
+		d.index = map[string]int{}
 	}
 	d.index[h] = len(d.keys)
 	d.keys = append(d.keys, k)
