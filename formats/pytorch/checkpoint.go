@@ -48,8 +48,8 @@ type checkpoint struct {
 	arc      *archive
 	storages []*storage // in order of first reference in data.pkl
 	byKey    map[string]*storage
-	named    []named    // the state-dict tensors, in order
-	other    Other      // values that are not tensors
+	named    []named // the state-dict tensors, in order
+	other    Other   // values that are not tensors
 
 	tensors []formats.Tensor // the file's Layout tensors, in order
 	meta    FileMeta
