@@ -16,8 +16,8 @@ var Codec formats.Codec = codec{lim: DefaultLimits}
 
 type codec struct{ lim Limits }
 
-// WithLimits returns the codec with other bounds (tests, fuzzing).
-func WithLimits(lim Limits) formats.Codec { return codec{lim: lim} }
+// CodecWith returns the codec with other bounds (tests, fuzzing).
+func CodecWith(lim Limits) formats.Codec { return codec{lim: lim} }
 
 // Name is the format's key in manifests.
 func (codec) Name() string { return "pytorch" }

@@ -74,7 +74,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(files["candle-test.pt"])
 		f.Add(files["candle-fortran_tensor_3d.pth"])
 	}
-	codec := WithLimits(fuzzLimits)
+	codec := CodecWith(fuzzLimits)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		files := map[string][]byte{"m.pt": b}
 		l, err := formattest.ParseRecovering(codec, files, []string{"m.pt"})
