@@ -18,6 +18,7 @@ type Limits struct {
 	MaxStack            int   // values on the pickle stack
 	MaxDepth            int   // nesting of MARKs and of containers
 	MaxNodes            int   // values visited when naming tensors
+	MaxTensors          int   // state-dict tensors named
 }
 
 // DefaultLimits hold checkpoints of a million tensors.
@@ -29,6 +30,7 @@ var DefaultLimits = Limits{
 	MaxStack:            1 << 22,
 	MaxDepth:            100,
 	MaxNodes:            1 << 24,
+	MaxTensors:          1 << 21,
 }
 
 const (

@@ -10,7 +10,7 @@ import (
 
 // fuzzLimits are small, so that the fuzzer reaches them.
 var fuzzLimits = Limits{MaxMembers: 64, MaxCentralDirectory: 1 << 16, MaxPickleBytes: 1 << 16, MaxMemo: 256,
-	MaxStack: 1024, MaxDepth: 32, MaxNodes: 4096}
+	MaxStack: 1024, MaxDepth: 32, MaxNodes: 4096, MaxTensors: 256}
 
 // FuzzUnpickle runs the unpickler and the naming of tensors over arbitrary
 // data.pkl bytes, with storages data/0 … data/3 of 64 bytes: no input may

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -181,3 +182,17 @@ func TestNothingRuns(t *testing.T) {
 }
 
 func pyQuote(s string) string { return "'" + s + "'" }
+
+// A pickle whose tuples each hold the previous one twice names 2^n
+// tensors from n tuples: the walk stops at MaxTensors.
+func TestSharedSubtreeExplosion(t *testing.T) {
+	p := newPickle().rebuild("FloatStorage", "0", 4, 0, []int64{4}, []int64{1})
+	for range 40 {
+		p.op(opBinPut, 0, opBinGet, 0, opTuple2)
+	}
+	lim := DefaultLimits
+	lim.MaxTensors = 1000
+	files := map[string][]byte{"m.pt": checkpointOf(p.stop(), map[string][]byte{"0": f32(4)})}
+	_, err := CodecWith(lim).Parse(formattest.NewMemDir(files), []string{"m.pt"})
+	wantClass(t, err, errs.SizeLimitExceeded, "tensors to name")
+}

@@ -55,6 +55,9 @@ func (w *walker) walk(v value, name string, root, unnamed bool, depth int) error
 		if unnamed {
 			return w.fail(errs.SchemaError, "tensor at %q is under a dict key that is neither a string nor an int, so it has no name", name)
 		}
+		if len(w.c.named) >= w.lim.MaxTensors {
+			return w.fail(errs.SizeLimitExceeded, "more than %d tensors to name (shared sub-trees name their tensors once per path)", w.lim.MaxTensors)
+		}
 		w.c.named = append(w.c.named, named{name: name, t: x})
 		return nil
 	case *dict:
