@@ -42,7 +42,7 @@ type Finding struct {
 // left behind) are not.
 type FsckReport struct {
 	OK           bool      `json:"ok"`
-	Blobs        int       `json:"blobs"` // blob records re-hashed
+	Blobs        int       `json:"blobs"` // blobs re-hashed (found or not as recorded)
 	Bytes        int64     `json:"bytes"` // bytes re-hashed
 	Packs        int       `json:"packs"`
 	Manifests    int       `json:"manifests"`

@@ -67,13 +67,12 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 		r.Bytes += rec.Size
 	}
 	compare := func(rec BlobRecord, path string, got objects.Digest, err error) {
+		checked(rec)
 		switch {
 		case err != nil:
 			finding(&r.Corrupt, rec, path, "unreadable: %v", err)
 		case got != rec.Digest:
 			finding(&r.Corrupt, rec, path, "bytes hash to %s (bit rot or a torn write)", got.Short())
-		default:
-			checked(rec)
 		}
 	}
 
