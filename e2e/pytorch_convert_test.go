@@ -195,3 +195,23 @@ func TestPyTorchSharded(t *testing.T) {
 		requireSameTensors(t, "shards in torch", got, all)
 	}
 }
+
+// A GGUF model into a checkpoint: its key/values (the tokenizer) would be
+// lost, so --drop-non-tensors is needed; torch then reads its tensors.
+func TestGGUFToPyTorch(t *testing.T) {
+	src := filepath.Join(sharedTestdata(t, "gguf"), "llama-2-tiny-random.gguf")
+	c := newCLI(t)
+	c.add(src, "--name", "ll")
+	out := filepath.Join(t.TempDir(), "pt")
+	if msg := c.fail("lossy_conversion", "checkout", "ll", out, "--format", "pytorch"); !strings.Contains(msg, "key/values") {
+		t.Errorf("refusal does not say what would be lost: %s", msg)
+	}
+	c.ok("checkout", "ll", out, "--format", "pytorch", "--drop-non-tensors")
+	if !haveTorch() {
+		t.Skipf("%s cannot import torch: the checkpoint is not loaded", debianPython)
+	}
+	r := torchDump(t, filepath.Join(out, pytorch.DefaultFile))[filepath.Join(out, pytorch.DefaultFile)]
+	if r.Error != "" || len(r.Tensors) != len(c.show("ll").Manifest.Tensors) {
+		t.Fatalf("torch.load: %+v", r)
+	}
+}

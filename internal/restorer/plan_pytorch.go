@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/pytorch"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
@@ -21,6 +22,9 @@ func init() {
 // A PyTorch version keeps its file name (or its shards' prefix); others
 // become pytorch_model.bin.
 func planPyTorch(req PlanRequest) (*Planned, error) {
+	if err := pytorchLoss(req); err != nil {
+		return nil, err
+	}
 	in, tr, err := castTensors(req.Tensors, req.Options)
 	if err != nil {
 		return nil, err
@@ -30,6 +34,59 @@ func planPyTorch(req PlanRequest) (*Planned, error) {
 		return nil, err
 	}
 	return &Planned{Layout: l, Transforms: tr}, nil
+}
+
+// pytorchLoss refuses (lossy_conversion) what a checkpoint of plain
+// tensors cannot keep: quantized GGUF tensors, and, unless DropNonTensors
+// is set, what the source keeps beside its tensors: a GGUF model's
+// key/values (tokenizer, chat template, hyper-parameters) and SafeTensors'
+// __metadata__ (other than the "format" marker, which says the tensors
+// came from PyTorch). A PyTorch source's own values are checked by
+// expandPyTorch.
+func pytorchLoss(req PlanRequest) error {
+	var quantized []objects.Tensor
+	for _, t := range req.Tensors {
+		if gguf.IsQuantized(t.DType) {
+			quantized = append(quantized, t)
+		}
+	}
+	if len(quantized) > 0 {
+		return errs.New(errs.LossyConversion, "checkout",
+			"PyTorch has no quantized ggml types, %d tensors would be lost: %s (keep --format gguf, or leave them out with --tensors)",
+			len(quantized), describeDTypes(quantized))
+	}
+	if req.Options.DropNonTensors {
+		return nil
+	}
+	var kept []string
+	for _, f := range req.Source.Files {
+		if f.Role != objects.RoleContainer {
+			continue
+		}
+		switch req.Source.Format {
+		case "gguf":
+			if f.Meta[gguf.MetaKV] != "" {
+				kept = append(kept, f.Path+": its GGUF key/values (tokenizer, chat template, hyper-parameters)")
+			}
+		case "safetensors":
+			var keys []string
+			for k := range f.Meta {
+				if k != "format" {
+					keys = append(keys, k)
+				}
+			}
+			if len(keys) > 0 {
+				sort.Strings(keys)
+				kept = append(kept, f.Path+": __metadata__ "+strings.Join(keys, ", "))
+			}
+		}
+	}
+	if len(kept) > 0 {
+		return errs.New(errs.LossyConversion, "checkout",
+			"a PyTorch checkpoint keeps only tensors; this version also holds %s: pass --drop-non-tensors to write the tensors without it",
+			strings.Join(kept, "; "))
+	}
+	return nil
 }
 
 // pytorchFile is the checkpoint name a PyTorch version is written back
