@@ -26,7 +26,7 @@ var checkoutCommand = &cli.Command{
 		&cli.StringFlag{Name: "dtype", Usage: "cast floating-point tensors to f16, bf16 or f32 (values the dtype cannot hold are refused)"},
 		&cli.BoolFlag{Name: "clamp", Usage: "with --dtype: clamp values the dtype cannot hold to its largest finite value"},
 		&cli.BoolFlag{Name: "extract", Usage: "MPK: write the archive's validated tree (etc/, lib/, share/) instead of the archive"},
-		&cli.BoolFlag{Name: "drop-non-tensors", Usage: "PyTorch: write the tensors of a checkpoint that also holds other values (an epoch, a config), leaving those out"},
+		&cli.BoolFlag{Name: "drop-non-tensors", Usage: "PyTorch: write only the tensors, leaving out a checkpoint's other values (an epoch, a config) or, into --format pytorch, GGUF key/values and SafeTensors __metadata__"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
