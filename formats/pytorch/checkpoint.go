@@ -207,6 +207,9 @@ func (c *checkpoint) persistent(pid tuple, at int64) (value, error) {
 		return bad(errs.SchemaError, "storage key is a %s, not a string", typeName(items[2]))
 	}
 	location, ok := items[3].(string)
+	if b, isBytes := items[3].([]byte); isBytes {
+		location, ok = string(b), true
+	}
 	if !ok {
 		return bad(errs.SchemaError, "location is a %s, not a string", typeName(items[3]))
 	}

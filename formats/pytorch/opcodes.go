@@ -1,7 +1,8 @@
 package pytorch
 
-// The pickle opcodes (CPython Lib/pickle.py). Only those in allowedOps are
-// interpreted; the others are named in refusals.
+// The pickle opcodes (CPython Lib/pickle.py). machine.step interprets the
+// ones torch's weights_only loader allows; the others are named in
+// refusals.
 const (
 	opMark           = '('
 	opStop           = '.'
