@@ -152,6 +152,7 @@ func (w *BlobWriter) closePack() error {
 	p := w.pack
 	w.pack = nil
 	w.packs = append(w.packs, p)
+	startWriteback(p.f)
 	if err := p.f.Close(); err != nil {
 		return fmt.Errorf("store: close pack: %w", err)
 	}
@@ -238,6 +239,7 @@ func (s *Store) writeTemp(name string, data []byte) (string, error) {
 		return "", fmt.Errorf("store: %w", err)
 	}
 	_, werr := f.Write(data)
+	startWriteback(f)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		s.fs.Remove(p)

@@ -73,3 +73,14 @@ func (OSFS) SyncDir(dir string) error {
 	defer f.Close()
 	return f.Sync()
 }
+
+// startWriteback asks the kernel to start writing a new file's pages to disk
+// now, without waiting, so that the disk works while the add goes on hashing
+// and the one sync at commit has little left to do. It changes nothing about
+// durability (the sync does that), so its result is ignored; files of other
+// FS implementations are left alone.
+func startWriteback(f WritableFile) {
+	if osf, ok := f.(*os.File); ok {
+		unix.SyncFileRange(int(osf.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+}
