@@ -44,3 +44,12 @@ type Decoder interface {
 	Codec
 	Decode(dir Dir, path string) (io.ReadCloser, error)
 }
+
+// DirClaimer is a codec that claims fewer files inside a model directory
+// than when a file is given on its own. MPK claims every archive-like name
+// given alone (so that a wrong extension is refused as such), but in a
+// directory only a real .tar.gz, so that a stray .gz beside another model's
+// weights is kept as an opaque file instead of making the model ambiguous.
+type DirClaimer interface {
+	ClaimsInDir(path string) bool
+}

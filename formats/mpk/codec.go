@@ -25,6 +25,10 @@ func (codec) Name() string { return "mpk" }
 // that a wrongly named archive gets that answer rather than "no model".
 func (codec) Claims(p string) bool { return claims(p) }
 
+// ClaimsInDir implements formats.DirClaimer: inside a model directory only a
+// lowercase .tar.gz is an archive to take in.
+func (codec) ClaimsInDir(p string) bool { return strings.HasSuffix(p, ".tar.gz") }
+
 // WithLimits returns the codec with the user's limits.
 func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
 

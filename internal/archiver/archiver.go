@@ -245,12 +245,21 @@ func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error
 		}
 	}
 	for _, c := range codecs.All() {
-		if files := dir.SortedFiles(c.Claims); len(files) > 0 {
+		if files := dir.SortedFiles(claimsOf(c, dir)); len(files) > 0 {
 			return c, files, nil
 		}
 	}
 	return nil, nil, errs.New(errs.UnsupportedVersion, "add",
 		"%s holds no model container this build takes (%s)", path, codecs.Describe())
+}
+
+// claimsOf is what c claims of this model: inside a directory, a codec
+// that says so claims less than of a file given alone.
+func claimsOf(c formats.Codec, dir *modeldir.Dir) func(string) bool {
+	if dc, ok := c.(formats.DirClaimer); ok && !dir.Single {
+		return dc.ClaimsInDir
+	}
+	return c.Claims
 }
 
 // checkOneFormat refuses files that another codec claims but the chosen
@@ -264,7 +273,7 @@ func checkOneFormat(dir *modeldir.Dir, chosen formats.Codec, l *formats.Layout, 
 		if c.Name() == chosen.Name() {
 			continue
 		}
-		for _, f := range dir.SortedFiles(c.Claims) {
+		for _, f := range dir.SortedFiles(claimsOf(c, dir)) {
 			if !taken[f] {
 				return errs.New(errs.SchemaError, "add",
 					"%s holds a %s model and also %s, a %s file; add each model as its own", path, chosen.Name(), f, c.Name())

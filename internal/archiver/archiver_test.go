@@ -197,3 +197,23 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+
+// A stray archive-like file beside another model's weights is kept as an
+// opaque file; the same name given alone is refused as a bad archive name.
+func TestStrayArchiveNamesInAModelDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	os.WriteFile(filepath.Join(dir, "eval-logs.tgz"), []byte("not really gzip"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.gz"), []byte("x"), 0o644)
+	res, err := Add(context.Background(), newStore(t), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Format != "safetensors" || res.Files != 8 {
+		t.Fatalf("result %+v", res)
+	}
+	_, err = Add(context.Background(), newStore(t), filepath.Join(dir, "eval-logs.tgz"), Options{Name: "x"})
+	if !errors.Is(err, errs.InvalidArchive) {
+		t.Fatalf("a .tgz given alone: err = %v, want invalid_archive", err)
+	}
+}

@@ -36,6 +36,8 @@ type Dir struct {
 	blobs string
 	// Files are the model's regular files, clean slash paths, sorted.
 	Files []string
+	// Single is true when the model was given as one file, not a directory.
+	Single bool
 }
 
 // Open opens the model at p: a directory, or a single file (then the model
@@ -74,7 +76,7 @@ func Open(p string) (*Dir, error) {
 	}
 	d := &Dir{root: root, rootPath: rootPath, blobs: hfBlobsDir(rootPath)}
 	if single != "" {
-		d.Files = []string{single}
+		d.Files, d.Single = []string{single}, true
 		if _, err := d.Stat(single); err != nil {
 			root.Close()
 			return nil, err
