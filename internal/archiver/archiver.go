@@ -89,9 +89,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOneFormat(dir, codec, layout, path); err != nil {
-		return nil, err
-	}
+	formatWarnings := otherFormatFiles(dir, codec, layout)
 	files, err := withOtherFiles(dir, layout, claimed)
 	if err != nil {
 		return nil, err
@@ -140,7 +138,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 
 	res := &Result{Name: opts.Name, Tag: opts.Tag, Digest: digest, Format: layout.Format,
-		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: []string{}}
+		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: append([]string{}, formatWarnings...)}
 	for _, r := range written {
 		res.NewBytes += r.Size
 		res.NewBlobs++
@@ -236,8 +234,8 @@ var refusedKinds = map[string]string{
 }
 
 // chooseCodec picks the model's format: the first codec, in the registry's
-// order, that claims one of its files. parseModel later refuses a model
-// whose files another codec also claims and the chosen one did not take.
+// order, that claims one of its files. Files of other formats beside it are
+// kept as opaque files, with a warning (otherFormatFiles).
 func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error) {
 	if len(dir.Files) == 1 {
 		if why, ok := refusedKinds[modeldir.Ext(dir.Files[0])]; ok {
@@ -262,25 +260,29 @@ func claimsOf(c formats.Codec, dir *modeldir.Dir) func(string) bool {
 	return c.Claims
 }
 
-// checkOneFormat refuses files that another codec claims but the chosen
-// codec's layout left out: a directory holding two models.
-func checkOneFormat(dir *modeldir.Dir, chosen formats.Codec, l *formats.Layout, path string) error {
+// otherFormatFiles lists, as warnings, the files of the model that another
+// codec claims but the chosen one left out of its layout (a Hugging Face
+// repo often ships pytorch_model.bin or an onnx/ export beside its
+// SafeTensors weights). They are kept as opaque files: never parsed, so
+// never run, but their tensors are not shared with other versions.
+func otherFormatFiles(dir *modeldir.Dir, chosen formats.Codec, l *formats.Layout) []string {
 	taken := map[string]bool{}
 	for _, f := range l.Files {
 		taken[f.Path] = true
 	}
+	var warnings []string
 	for _, c := range codecs.All() {
 		if c.Name() == chosen.Name() {
 			continue
 		}
 		for _, f := range dir.SortedFiles(claimsOf(c, dir)) {
 			if !taken[f] {
-				return errs.New(errs.SchemaError, "add",
-					"%s holds a %s model and also %s, a %s file; add each model as its own", path, chosen.Name(), f, c.Name())
+				warnings = append(warnings, fmt.Sprintf("%s is a %s file; it is kept as an opaque file beside the %s model (not parsed, its tensors not shared with other versions); add it on its own to store it per tensor",
+					f, c.Name(), chosen.Name()))
 			}
 		}
 	}
-	return nil
+	return warnings
 }
 
 // fileWork is one file of the model: its layout and where its bytes come from.

@@ -217,3 +217,21 @@ func TestStrayArchiveNamesInAModelDirectory(t *testing.T) {
 		t.Fatalf("a .tgz given alone: err = %v, want invalid_archive", err)
 	}
 }
+
+// A Hugging Face repo with SafeTensors weights and a pickle of the same
+// model: the SafeTensors model is taken, the pickle kept opaque, with a
+// warning that says so.
+func TestOtherFormatsBesideTheModelAreKeptWithAWarning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), []byte("PK\x03\x04 not parsed"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "onnx"), 0o755)
+	os.WriteFile(filepath.Join(dir, "onnx", "model.onnx"), []byte("not parsed either"), 0o644)
+	res, err := Add(context.Background(), newStore(t), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Format != "safetensors" || len(res.Warnings) != 2 || !strings.Contains(res.Warnings[0]+res.Warnings[1], "pytorch_model.bin is a pytorch file") {
+		t.Fatalf("result %+v", res)
+	}
+}

@@ -13,10 +13,13 @@ import (
 	"github.com/mstore/mstore/formats/safetensors"
 )
 
-// ONNX comes first: its external data files (often *.bin, *.data) are in
-// its layout, so other codecs' claims on them do not count. PyTorch, which
-// claims *.bin, *.pt and *.pth, comes after it for that reason.
-var all = []formats.Codec{onnx.Codec, safetensors.Codec, gguf.Codec, mpk.Codec, pytorch.Codec}
+// The order is add's preference when a model directory holds several
+// formats (a Hugging Face repo with model.safetensors, pytorch_model.bin and
+// an onnx/ export): the safest and most exact format wins and the others'
+// files are kept as opaque files. ONNX comes before PyTorch because its
+// external data files (often *.bin) are in its layout, so PyTorch's claim
+// on *.bin does not count there.
+var all = []formats.Codec{safetensors.Codec, gguf.Codec, onnx.Codec, pytorch.Codec, mpk.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }
