@@ -89,13 +89,22 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 	var tasks []task
 	for _, s := range chunked {
 		s.chunks = make([]objects.Digest, objects.ChunkCount(s.size))
-		for i := range s.chunks {
-			_, n := objects.ChunkBounds(s.size, i)
-			tasks = append(tasks, task{n, func() error { return storeChunk(pool, s, i, w, prog) }})
+		if len(s.chunks) == 1 {
+			tasks = append(tasks, task{s.size, func() error { return storeChunk(pool, s, 0, w, prog, nil) }})
+			continue
 		}
-		if len(s.chunks) > 1 {
-			tasks = append(tasks, task{s.size, func() error { return hashWhole(pool, s, nil) }})
-		}
+		// A run of several chunks is read once, in order: each chunk is
+		// hashed and stored, and the whole run hashed on the way.
+		tasks = append(tasks, task{s.size, func() error {
+			whole := objects.NewHasher()
+			for i := range s.chunks {
+				if err := storeChunk(pool, s, i, w, prog, whole); err != nil {
+					return err
+				}
+			}
+			s.digest = whole.Digest()
+			return nil
+		}})
 	}
 	for fi, f := range files {
 		s := h.files[fi]
@@ -146,8 +155,9 @@ func singleChunkFrame(f fileWork) *formats.Extent {
 	return nil
 }
 
-// storeChunk reads, hashes and stores chunk i of s.
-func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *counter) error {
+// storeChunk reads, hashes and stores chunk i of s, and writes it to whole
+// when there is one.
+func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *counter, whole *objects.Hasher) error {
 	r, err := pool.get(s.path)
 	if err != nil {
 		return err
@@ -161,7 +171,9 @@ func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *cou
 	}
 	d := objects.Sum(buf)
 	s.chunks[i] = d
-	if len(s.chunks) == 1 {
+	if whole != nil {
+		whole.Write(buf)
+	} else {
 		s.digest = d
 	}
 	if _, err := w.Put(d, buf); err != nil {
