@@ -92,23 +92,7 @@ var (
 
 // testdataDir finds shared/testdata/SUB by walking up from the working
 // directory; "" when it is not there.
-func testdataDir(sub string) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		candidate := filepath.Join(dir, "shared", "testdata", sub)
-		if st, err := os.Stat(candidate); err == nil && st.IsDir() {
-			return candidate
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+func testdataDir(sub string) string { return formattest.SharedTestdata(sub) }
 
 // fewRealFiles are the real files tested under -short and the race
 // detector: a model with tensors, and vocabularies of three kinds (BERT,

@@ -107,23 +107,7 @@ func parseFiles(files map[string][]byte) (*formats.Layout, error) {
 }
 
 // testdataDir finds shared/testdata/onnx above the working directory.
-func testdataDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		candidate := filepath.Join(dir, "shared", "testdata", "onnx")
-		if st, err := os.Stat(candidate); err == nil && st.IsDir() {
-			return candidate
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+func testdataDir() string { return formattest.SharedTestdata("onnx") }
 
 // realSamples are the real third-party models, one sample per .onnx file
 // with the other files of its folder (its external data among them), or

@@ -17,23 +17,7 @@ import (
 
 // testdataDir finds shared/testdata/SUB by walking up from the working
 // directory; "" when it is not there.
-func testdataDir(sub string) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		candidate := filepath.Join(dir, "shared", "testdata", sub)
-		if st, err := os.Stat(candidate); err == nil && st.IsDir() {
-			return candidate
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+func testdataDir(sub string) string { return formattest.SharedTestdata(sub) }
 
 // realFiles returns the real third-party files under shared/testdata/SUB
 // (recursively) by path relative to it, or skips the test.

@@ -98,23 +98,7 @@ var (
 
 // testdataDir finds shared/testdata/safetensors by walking up from the
 // working directory; "" when it is not there.
-func testdataDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		candidate := filepath.Join(dir, "shared", "testdata", "safetensors")
-		if st, err := os.Stat(candidate); err == nil && st.IsDir() {
-			return candidate
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+func testdataDir() string { return formattest.SharedTestdata("safetensors") }
 
 // realFiles returns the real third-party files by base name, or skips.
 func realFiles(t testing.TB) map[string][]byte {
