@@ -79,7 +79,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			}
 			owner[s] = idx
 		}
-		if err := checkShardSet(idx); err != nil {
+		if err := shardNames.CheckSet(pkg, idx.path, idx.shards); err != nil {
 			return nil, err
 		}
 		indexes[p] = idx
@@ -95,8 +95,8 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		if owner[p] != nil {
 			continue
 		}
-		if id, ok := parseShardName(p); ok {
-			want := id.prefix + indexSuffix
+		if id, ok := shardNames.Parse(p); ok {
+			want := id.Prefix + indexSuffix
 			if indexes[want] != nil {
 				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,26 +21,8 @@ const indexSuffix = ".bin.index.json"
 // MaxIndexSize bounds a shard index, which is read whole.
 const MaxIndexSize = 100_000_000
 
-// shardName matches transformers' shard names, PREFIX-0000K-of-0000N.bin.
-var shardName = regexp.MustCompile(`^(.*)-([0-9]+)-of-([0-9]+)\.bin$`)
-
-type shardID struct {
-	prefix string // with the directory
-	k, n   int
-}
-
-func parseShardName(p string) (shardID, bool) {
-	m := shardName.FindStringSubmatch(path.Base(p))
-	if m == nil {
-		return shardID{}, false
-	}
-	k, err1 := strconv.Atoi(m[2])
-	n, err2 := strconv.Atoi(m[3])
-	if err1 != nil || err2 != nil {
-		return shardID{}, false
-	}
-	return shardID{prefix: path.Join(path.Dir(p), m[1]), k: k, n: n}, true
-}
+// shardNames reads transformers' shard names, PREFIX-0000K-of-0000N.bin.
+var shardNames = formats.NewShardNames(".bin")
 
 // index is a parsed PREFIX.bin.index.json.
 type index struct {
@@ -224,44 +205,6 @@ func readWeightMap(dec *json.Decoder, idx *index, bad failFunc, syntax func(erro
 	sort.Strings(idx.shards)
 	if _, err := dec.Token(); err != nil {
 		return syntax(err)
-	}
-	return nil
-}
-
-// checkShardSet checks that K-of-N shard names form complete sets.
-func checkShardSet(idx *index) error {
-	type shardSet struct {
-		n    int
-		have map[int]bool
-	}
-	sets := map[string]*shardSet{}
-	var prefixes []string
-	for _, s := range idx.shards {
-		id, ok := parseShardName(s)
-		if !ok {
-			continue
-		}
-		if id.k < 1 || id.k > id.n {
-			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s: number %d is not between 1 and %d", s, id.k, id.n)
-		}
-		st := sets[id.prefix]
-		if st == nil {
-			st = &shardSet{n: id.n, have: map[int]bool{}}
-			sets[id.prefix] = st
-			prefixes = append(prefixes, id.prefix)
-		}
-		if st.n != id.n {
-			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s says %d shards, another says %d", s, id.n, st.n)
-		}
-		st.have[id.k] = true
-	}
-	for _, prefix := range prefixes {
-		st := sets[prefix]
-		for k := 1; k <= st.n; k++ { // stops at the first gap
-			if !st.have[k] {
-				return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %d of %d of %s is missing from the weight_map", k, st.n, path.Base(prefix))
-			}
-		}
 	}
 	return nil
 }

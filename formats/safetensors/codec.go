@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"math"
-	"path"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
@@ -59,7 +58,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			}
 			owner[s] = idx
 		}
-		if err := checkShardSet(idx); err != nil {
+		if err := shardNames.CheckSet(pkg, idx.path, idx.shards); err != nil {
 			return nil, err
 		}
 		indexes[p] = idx
@@ -76,8 +75,8 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		if owner[p] != nil {
 			continue
 		}
-		if id, ok := parseShardName(p); ok {
-			want := indexFor(id.prefix)
+		if id, ok := shardNames.Parse(p); ok {
+			want := indexFor(id.Prefix)
 			if indexes[want] != nil {
 				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
 			}
@@ -124,47 +123,6 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		l.Files = append(l.Files, f)
 	}
 	return l, nil
-}
-
-// checkShardSet checks that the shards an index names with K-of-N names
-// form complete sets: every K from 1 to N, one N per prefix.
-func checkShardSet(idx *index) error {
-	type set struct {
-		n    int
-		have map[int]bool
-	}
-	sets := map[string]*set{}
-	var prefixes []string
-	for _, s := range idx.shards {
-		id, ok := parseShardName(s)
-		if !ok {
-			continue
-		}
-		if id.k < 1 || id.k > id.n {
-			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s: number %d is not between 1 and %d", s, id.k, id.n)
-		}
-		st := sets[id.prefix]
-		if st == nil {
-			st = &set{n: id.n, have: map[int]bool{}}
-			sets[id.prefix] = st
-			prefixes = append(prefixes, id.prefix)
-		}
-		if st.n != id.n {
-			return errs.At(errs.SchemaError, pkg, idx.path, 0, "shard %s says %d shards, another says %d", s, id.n, st.n)
-		}
-		st.have[id.k] = true
-	}
-	for _, prefix := range prefixes {
-		st := sets[prefix]
-		// Stops at the first gap, so a huge N costs at most len(have) steps.
-		for k := 1; k <= st.n; k++ {
-			if !st.have[k] {
-				return errs.At(errs.SchemaError, pkg, idx.path, 0,
-					"shard %d of %d of %s is missing from the weight_map", k, st.n, path.Base(prefix))
-			}
-		}
-	}
-	return nil
 }
 
 // checkIndex checks an index against the headers of its shards: the

@@ -2,9 +2,7 @@ package safetensors
 
 import (
 	"path"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mstore/mstore/formats"
@@ -23,27 +21,8 @@ const MaxIndexSize = 100_000_000
 func isIndexName(p string) bool     { return strings.HasSuffix(p, indexSuffix) }
 func isContainerName(p string) bool { return strings.HasSuffix(p, containerSuffix) }
 
-// shardName matches Hugging Face's shard names, PREFIX-0000K-of-0000N.
-var shardName = regexp.MustCompile(`^(.*)-([0-9]+)-of-([0-9]+)\.safetensors$`)
-
-// shardID is what a shard's name says about it.
-type shardID struct {
-	prefix string // with the directory, e.g. "sub/model"
-	k, n   int
-}
-
-func parseShardName(p string) (shardID, bool) {
-	m := shardName.FindStringSubmatch(path.Base(p))
-	if m == nil {
-		return shardID{}, false
-	}
-	k, err1 := strconv.Atoi(m[2])
-	n, err2 := strconv.Atoi(m[3])
-	if err1 != nil || err2 != nil {
-		return shardID{}, false // too many digits to be a real shard number
-	}
-	return shardID{prefix: path.Join(path.Dir(p), m[1]), k: k, n: n}, true
-}
+// shardNames reads Hugging Face's shard names, PREFIX-0000K-of-0000N.safetensors.
+var shardNames = formats.NewShardNames(".safetensors")
 
 // indexFor is the index path that goes with a shard's prefix.
 func indexFor(prefix string) string { return prefix + indexSuffix }
