@@ -3,6 +3,7 @@ package formats
 import (
 	"path"
 	"regexp"
+	"sort"
 	"strconv"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -78,4 +79,111 @@ func (s ShardNames) CheckSet(pkg, indexPath string, shards []string) error {
 		}
 	}
 	return nil
+}
+
+// SplitShards groups tensor indexes into shards greedily, keeping their
+// order: a new shard starts when the next tensor would take the current one
+// past limit and the current one is not empty, so a tensor larger than the
+// limit gets a shard of its own. limit ≤ 0 means one shard. There is always
+// at least one shard.
+func SplitShards(tensors []Tensor, limit int64) [][]int {
+	var shards [][]int
+	var cur []int
+	var curSize int64
+	for i, t := range tensors {
+		if limit > 0 && len(cur) > 0 && t.Size > limit-curSize {
+			shards = append(shards, cur)
+			cur, curSize = nil, 0
+		}
+		cur = append(cur, i)
+		curSize += t.Size
+	}
+	return append(shards, cur)
+}
+
+// ShardIndexJSON writes a shard index as transformers' save_pretrained
+// does: json.dumps({"metadata": {"total_size": N}, "weight_map": {...}},
+// indent=2, sort_keys=True) + "\n", where N is the sum of the tensors' sizes
+// and each tensor maps to the base name of its shard's path.
+func ShardIndexJSON(tensors []Tensor, shards [][]int, shardPaths []string) []byte {
+	weightMap := make(map[string]string, len(tensors))
+	var total int64
+	estimate := 128
+	for k, members := range shards {
+		for _, i := range members {
+			weightMap[tensors[i].Name] = path.Base(shardPaths[k])
+			total += tensors[i].Size
+			estimate += len(tensors[i].Name) + len(shardPaths[k]) + 16
+		}
+	}
+	names := make([]string, 0, len(weightMap))
+	for name := range weightMap {
+		names = append(names, name)
+	}
+	sort.Strings(names) // byte order is code point order, Python's sort_keys
+	b := append(make([]byte, 0, estimate), "{\n  \"metadata\": {\n    \"total_size\": "...)
+	b = strconv.AppendInt(b, total, 10)
+	b = append(b, "\n  },\n  \"weight_map\": {"...)
+	for i, name := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n    "...)
+		b = AppendPythonJSONString(b, name)
+		b = append(b, ": "...)
+		b = AppendPythonJSONString(b, weightMap[name])
+	}
+	return append(b, "\n  }\n}\n"...)
+}
+
+// AppendPythonJSONString quotes s as Python's json.dumps does by default
+// (ensure_ascii): everything outside printable ASCII becomes \uXXXX, with
+// surrogate pairs above U+FFFF.
+func AppendPythonJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r < 0x20 || r == '"' || r == '\\':
+			b = AppendJSONByte(b, byte(r))
+		case r < 0x7f:
+			b = append(b, byte(r))
+		case r > 0xffff:
+			r -= 0x10000
+			b = appendU4(b, 0xd800+(r>>10))
+			b = appendU4(b, 0xdc00+(r&0x3ff))
+		default:
+			b = appendU4(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// AppendJSONByte appends one byte of a JSON string, escaped where JSON
+// requires it ('"', '\\', control bytes; the short forms where they exist).
+func AppendJSONByte(b []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(b, '\\', '"')
+	case '\\':
+		return append(b, '\\', '\\')
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	if c < 0x20 {
+		return appendU4(b, rune(c))
+	}
+	return append(b, c)
+}
+
+func appendU4(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 }

@@ -33,3 +33,17 @@ func TestShardNames(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitShardsAndIndexJSON(t *testing.T) {
+	ts := []Tensor{{Name: "a", Size: 6}, {Name: "b\b\u00e9", Size: 6}, {Name: "c", Size: 20}, {Name: "d", Size: 1}}
+	shards := SplitShards(ts, 10)
+	if len(shards) != 4 || len(SplitShards(ts, 0)) != 1 {
+		t.Fatalf("shards %v", shards)
+	}
+	got := string(ShardIndexJSON(ts, [][]int{{0, 1}, {2, 3}}, []string{"sub/m-1.bin", "sub/m-2.bin"}))
+	// What Python writes: json.dumps(d, indent=2, sort_keys=True) + "\n".
+	want := "{\n  \"metadata\": {\n    \"total_size\": 33\n  },\n  \"weight_map\": {\n    \"a\": \"m-1.bin\",\n    \"b\\b\\u00e9\": \"m-1.bin\",\n    \"c\": \"m-2.bin\",\n    \"d\": \"m-2.bin\"\n  }\n}\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

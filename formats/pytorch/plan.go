@@ -51,7 +51,7 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 	if err := checkPlanInput(tensors); err != nil {
 		return nil, err
 	}
-	shards := splitShards(tensors, opts.MaxShardSize)
+	shards := formats.SplitShards(tensors, opts.MaxShardSize)
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
 	for i, t := range tensors {
 		t.Shape = append([]int64{}, t.Shape...)
@@ -67,7 +67,7 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 		l.Files = append(l.Files, planFile(paths[k], tensors, members, false))
 	}
 	if len(shards) > 1 {
-		body := indexJSON(tensors, shards, paths)
+		body := formats.ShardIndexJSON(tensors, shards, paths)
 		l.Files = append(l.Files, formats.File{Path: prefix + indexSuffix, Size: int64(len(body)), Index: true,
 			Extents: []formats.Extent{{Kind: formats.Frame, Size: int64(len(body)), Bytes: body}}})
 	}
@@ -103,22 +103,6 @@ func checkPlanInput(tensors []formats.Tensor) error {
 		total += n
 	}
 	return nil
-}
-
-// splitShards groups tensor indexes greedily, keeping their order.
-func splitShards(tensors []formats.Tensor, limit int64) [][]int {
-	var shards [][]int
-	var cur []int
-	var curSize int64
-	for i, t := range tensors {
-		if limit > 0 && len(cur) > 0 && t.Size > limit-curSize {
-			shards = append(shards, cur)
-			cur, curSize = nil, 0
-		}
-		cur = append(cur, i)
-		curSize += t.Size
-	}
-	return append(shards, cur)
 }
 
 // archiveFolder is the folder torch.save names after the file: its base
@@ -296,62 +280,4 @@ func (p *pickler) tensor(t formats.Tensor, key int) {
 		p.global("torch", name)
 	}
 	p.op(opTuple, opReduce)
-}
-
-// indexJSON writes PREFIX.bin.index.json as transformers does (json.dumps,
-// indent 2, sorted keys).
-func indexJSON(tensors []formats.Tensor, shards [][]int, paths []string) []byte {
-	weightMap := map[string]string{}
-	var names []string
-	var total int64
-	for k, members := range shards {
-		for _, i := range members {
-			weightMap[tensors[i].Name] = path.Base(paths[k])
-			names = append(names, tensors[i].Name)
-			total += tensors[i].Size
-		}
-	}
-	sort.Strings(names)
-	b := []byte("{\n  \"metadata\": {\n    \"total_size\": ")
-	b = strconv.AppendInt(b, total, 10)
-	b = append(b, "\n  },\n  \"weight_map\": {"...)
-	for i, name := range names {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, "\n    "...)
-		b = appendJSONString(b, name)
-		b = append(b, ": "...)
-		b = appendJSONString(b, weightMap[name])
-	}
-	return append(b, "\n  }\n}\n"...)
-}
-
-// appendJSONString quotes s as Python's json.dumps does (ensure_ascii).
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	u4 := func(b []byte, r rune) []byte {
-		return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
-	}
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b = append(b, '\\', byte(r))
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r == '\r':
-			b = append(b, '\\', 'r')
-		case r == '\t':
-			b = append(b, '\\', 't')
-		case r < 0x20 || r >= 0x7f && r <= 0xffff:
-			b = u4(b, r)
-		case r > 0xffff:
-			r -= 0x10000
-			b = u4(u4(b, 0xd800+(r>>10)), 0xdc00+(r&0x3ff))
-		default:
-			b = append(b, byte(r))
-		}
-	}
-	return append(b, '"')
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"path"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -60,7 +59,7 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 	if err := checkPlanInput(tensors, opts.Metadata); err != nil {
 		return nil, err
 	}
-	shards := splitShards(tensors, opts.MaxShardSize)
+	shards := formats.SplitShards(tensors, opts.MaxShardSize)
 
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
 	for i, t := range tensors {
@@ -87,7 +86,7 @@ func Plan(tensors []formats.Tensor, opts PlanOptions) (*formats.Layout, error) {
 		l.Files = append(l.Files, f)
 	}
 	if len(shards) > 1 {
-		body := indexJSON(tensors, shards, shardPaths)
+		body := formats.ShardIndexJSON(tensors, shards, shardPaths)
 		l.Files = append(l.Files, formats.File{
 			Path: name + indexSuffix, Size: int64(len(body)), Index: true,
 			Extents: []formats.Extent{{Kind: formats.Frame, Size: int64(len(body)), Bytes: body}},
@@ -126,23 +125,6 @@ func checkPlanInput(tensors []formats.Tensor, meta map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// splitShards groups tensor indexes into shards; see Plan. There is always
-// at least one shard, possibly empty.
-func splitShards(tensors []formats.Tensor, limit int64) [][]int {
-	var shards [][]int
-	var cur []int
-	var curSize int64
-	for i, t := range tensors {
-		if limit > 0 && len(cur) > 0 && t.Size > limit-curSize {
-			shards = append(shards, cur)
-			cur, curSize = nil, 0
-		}
-		cur = append(cur, i)
-		curSize += t.Size
-	}
-	return append(shards, cur)
 }
 
 func planFile(p string, tensors []formats.Tensor, members []int, meta map[string]string) (formats.File, error) {
@@ -218,37 +200,6 @@ func planFile(p string, tensors []formats.Tensor, members []int, meta map[string
 	return f, nil
 }
 
-// indexJSON writes the index as transformers' save_pretrained does:
-// json.dumps({"metadata": {"total_size": N}, "weight_map": {...}},
-// indent=2, sort_keys=True) + "\n".
-func indexJSON(tensors []formats.Tensor, shards [][]int, shardPaths []string) []byte {
-	weightMap := make(map[string]string, len(tensors))
-	var total int64
-	for k, members := range shards {
-		for _, i := range members {
-			weightMap[tensors[i].Name] = path.Base(shardPaths[k])
-			total += tensors[i].Size
-		}
-	}
-	estimate := 128
-	for name, file := range weightMap {
-		estimate += len(name) + len(file) + 16
-	}
-	b := append(make([]byte, 0, estimate), "{\n  \"metadata\": {\n    \"total_size\": "...)
-	b = strconv.AppendInt(b, total, 10)
-	b = append(b, "\n  },\n  \"weight_map\": {"...)
-	for i, name := range sortedKeys(weightMap) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, "\n    "...)
-		b = appendASCIIString(b, name)
-		b = append(b, ": "...)
-		b = appendASCIIString(b, weightMap[name])
-	}
-	return append(b, "\n  }\n}\n"...)
-}
-
 // sortedKeys returns m's keys in byte order, which for UTF-8 is code point
 // order, the order of Python's sort_keys.
 func sortedKeys(m map[string]string) []string {
@@ -265,57 +216,7 @@ func sortedKeys(m map[string]string) []string {
 func appendCompactString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
-		b = appendEscapedByte(b, s[i])
+		b = formats.AppendJSONByte(b, s[i])
 	}
 	return append(b, '"')
-}
-
-// appendASCIIString quotes s as Python's json.dumps does by default
-// (ensure_ascii): everything outside printable ASCII becomes \uXXXX, with
-// surrogate pairs above U+FFFF.
-func appendASCIIString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r < 0x20 || r == '"' || r == '\\':
-			b = appendEscapedByte(b, byte(r))
-		case r < 0x7f:
-			b = append(b, byte(r))
-		case r > 0xffff:
-			r -= 0x10000
-			b = appendU4(b, 0xd800+(r>>10))
-			b = appendU4(b, 0xdc00+(r&0x3ff))
-		default:
-			b = appendU4(b, r)
-		}
-	}
-	return append(b, '"')
-}
-
-func appendEscapedByte(b []byte, c byte) []byte {
-	switch c {
-	case '"':
-		return append(b, '\\', '"')
-	case '\\':
-		return append(b, '\\', '\\')
-	case '\b':
-		return append(b, '\\', 'b')
-	case '\f':
-		return append(b, '\\', 'f')
-	case '\n':
-		return append(b, '\\', 'n')
-	case '\r':
-		return append(b, '\\', 'r')
-	case '\t':
-		return append(b, '\\', 't')
-	}
-	if c < 0x20 {
-		return appendU4(b, rune(c))
-	}
-	return append(b, c)
-}
-
-func appendU4(b []byte, r rune) []byte {
-	const hex = "0123456789abcdef"
-	return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 }
