@@ -187,3 +187,50 @@ func appendU4(b []byte, r rune) []byte {
 	const hex = "0123456789abcdef"
 	return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 }
+
+// CheckIndexes checks what a model's shard indexes say against its
+// container files: every shard an index names is one of containers (kind
+// names them in messages, e.g. ".safetensors files") and is named by one
+// index only; each index's K-of-N names form complete sets; and every
+// container with a shard name is named by the index its prefix calls for
+// (prefix + indexSuffix). shardsOf gives the shards an index names. It
+// returns each named shard's index path. Errors are schema_error of pkg.
+func (s ShardNames) CheckIndexes(pkg string, containers, indexPaths []string, shardsOf func(index string) []string, indexSuffix, kind string) (map[string]string, error) {
+	isContainer := make(map[string]bool, len(containers))
+	for _, p := range containers {
+		isContainer[p] = true
+	}
+	owner := map[string]string{}
+	for _, ip := range indexPaths {
+		shards := shardsOf(ip)
+		for _, sh := range shards {
+			if !isContainer[sh] {
+				return nil, errs.At(errs.SchemaError, pkg, ip, 0, "weight_map names shard %s, which is not among the model's %s", sh, kind)
+			}
+			if other, dup := owner[sh]; dup {
+				return nil, errs.At(errs.SchemaError, pkg, ip, 0, "shard %s is also named by %s", sh, other)
+			}
+			owner[sh] = ip
+		}
+		if err := s.CheckSet(pkg, ip, shards); err != nil {
+			return nil, err
+		}
+	}
+	isIndex := make(map[string]bool, len(indexPaths))
+	for _, ip := range indexPaths {
+		isIndex[ip] = true
+	}
+	for _, p := range containers {
+		if _, named := owner[p]; named {
+			continue
+		}
+		if id, ok := s.Parse(p); ok {
+			want := id.Prefix + indexSuffix
+			if isIndex[want] {
+				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
+			}
+			return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard has no index: %s is missing", want)
+		}
+	}
+	return owner, nil
+}

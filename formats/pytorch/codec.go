@@ -59,30 +59,17 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, errs.New(errs.SchemaError, pkg, "%s is not a PyTorch checkpoint or shard index", p)
 		}
 	}
-	isContainer := map[string]bool{}
-	for _, p := range containers {
-		isContainer[p] = true
-	}
 	indexes := map[string]*index{}
-	owner := map[string]*index{}
 	for _, p := range indexPaths {
 		idx, err := readIndex(dir, p)
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range idx.shards {
-			if !isContainer[s] {
-				return nil, errs.At(errs.SchemaError, pkg, p, 0, "weight_map names shard %s, which is not among the model's checkpoint files", s)
-			}
-			if other := owner[s]; other != nil {
-				return nil, errs.At(errs.SchemaError, pkg, p, 0, "shard %s is also named by %s", s, other.path)
-			}
-			owner[s] = idx
-		}
-		if err := shardNames.CheckSet(pkg, idx.path, idx.shards); err != nil {
-			return nil, err
-		}
 		indexes[p] = idx
+	}
+	shardsOf := func(p string) []string { return indexes[p].shards }
+	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, "checkpoint files"); err != nil {
+		return nil, err
 	}
 
 	files := map[string]*checkpoint{}
@@ -92,16 +79,6 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, err
 		}
 		files[p] = ck
-		if owner[p] != nil {
-			continue
-		}
-		if id, ok := shardNames.Parse(p); ok {
-			want := id.Prefix + indexSuffix
-			if indexes[want] != nil {
-				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
-			}
-			return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard has no index: %s is missing", want)
-		}
 	}
 
 	// Every name, of a state-dict tensor or of a Layout tensor, is unique

@@ -35,33 +35,20 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, errs.New(errs.SchemaError, pkg, "%s is not a SafeTensors file or index", p)
 		}
 	}
-	isContainer := map[string]bool{}
-	for _, p := range containers {
-		isContainer[p] = true
-	}
 
 	// Indexes first: they are small, and a name that would leave the
 	// directory is refused before anything is opened.
 	indexes := map[string]*index{}
-	owner := map[string]*index{} // shard path → the index that names it
 	for _, p := range indexPaths {
 		idx, err := readIndex(dir, p)
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range idx.shards {
-			if !isContainer[s] {
-				return nil, errs.At(errs.SchemaError, pkg, p, 0, "weight_map names shard %s, which is not among the model's .safetensors files", s)
-			}
-			if other := owner[s]; other != nil {
-				return nil, errs.At(errs.SchemaError, pkg, p, 0, "shard %s is also named by %s", s, other.path)
-			}
-			owner[s] = idx
-		}
-		if err := shardNames.CheckSet(pkg, idx.path, idx.shards); err != nil {
-			return nil, err
-		}
 		indexes[p] = idx
+	}
+	shardsOf := func(p string) []string { return indexes[p].shards }
+	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, ".safetensors files"); err != nil {
+		return nil, err
 	}
 
 	headers := map[string]*header{}
@@ -72,16 +59,6 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, err
 		}
 		headers[p], sizes[p] = h, size
-		if owner[p] != nil {
-			continue
-		}
-		if id, ok := shardNames.Parse(p); ok {
-			want := indexFor(id.Prefix)
-			if indexes[want] != nil {
-				return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard is not named by the weight_map of %s", want)
-			}
-			return nil, errs.At(errs.SchemaError, pkg, p, -1, "shard has no index: %s is missing", want)
-		}
 	}
 
 	// Names must be unique across the model before an index is checked, so

@@ -24,9 +24,6 @@ func isContainerName(p string) bool { return strings.HasSuffix(p, containerSuffi
 // shardNames reads Hugging Face's shard names, PREFIX-0000K-of-0000N.safetensors.
 var shardNames = formats.NewShardNames(".safetensors")
 
-// indexFor is the index path that goes with a shard's prefix.
-func indexFor(prefix string) string { return prefix + indexSuffix }
-
 // index is a parsed PREFIX.safetensors.index.json.
 type index struct {
 	path      string
