@@ -318,7 +318,7 @@ func TestGCStopsAtACorruptLiveBlob(t *testing.T) {
 func TestGCReportsMissingLiveBlobs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d, err := storetest.Resolve(f.st, "m")
+	d, err := f.st.Resolve("m")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				}
 				slices.Sort(specs)
 				s := rapid.SampledFrom(specs).Draw(rt, "spec")
-				d, err := storetest.Resolve(st, s)
+				d, err := st.Resolve(s)
 				wantErr(err, 0, "resolve "+s)
 				got, err := storetest.Checkout(st, d)
 				wantErr(err, 0, "checkout "+s)

@@ -63,7 +63,7 @@ func TestAddSurvivesEveryIOError(t *testing.T) {
 						t.Errorf("leftover %+v", l)
 					}
 				}
-				if _, err := storetest.Resolve(st, "second"); err == nil {
+				if _, err := st.Resolve("second"); err == nil {
 					t.Fatal("the failed add moved its ref")
 				}
 				storetest.RequireCheckout(t, st, "first", first)

@@ -69,7 +69,7 @@ var checkoutCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		d, err := resolve(st, c.Args().Get(0))
+		d, err := st.Resolve(c.Args().Get(0))
 		if err != nil {
 			return err
 		}

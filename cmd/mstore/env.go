@@ -11,7 +11,6 @@ import (
 
 	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
 )
 
@@ -67,23 +66,9 @@ func (e *env) note(format string, args ...any) {
 	}
 }
 
-// resolve turns a version name into a manifest digest.
-func resolve(st *store.Store, name string) (objects.Digest, error) {
-	spec, err := refs.ParseSpec(name)
-	if err != nil {
-		return objects.Digest{}, err
-	}
-	var d objects.Digest
-	err = st.View(func(tx *bolt.Tx) error {
-		d, err = refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
-		return err
-	})
-	return d, err
-}
-
 // loadManifest resolves name and reads its manifest.
 func loadManifest(st *store.Store, name string) (objects.Digest, *objects.Manifest, error) {
-	d, err := resolve(st, name)
+	d, err := st.Resolve(name)
 	if err != nil {
 		return d, nil, err
 	}

@@ -37,7 +37,7 @@ var tagCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		d, err := resolve(st, c.Args().Get(1))
+		d, err := st.Resolve(c.Args().Get(1))
 		if err != nil {
 			return err
 		}

@@ -7,14 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/internal/testmodel"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
 )
 
@@ -65,20 +62,6 @@ func Add(t T, st *store.Store, m Model, name string) objects.Digest {
 	return res.Digest
 }
 
-// Resolve resolves a version name.
-func Resolve(st *store.Store, name string) (objects.Digest, error) {
-	spec, err := refs.ParseSpec(name)
-	if err != nil {
-		return objects.Digest{}, err
-	}
-	var d objects.Digest
-	err = st.View(func(tx *bolt.Tx) error {
-		d, err = refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
-		return err
-	})
-	return d, err
-}
-
 // Checkout checks version d out into a temp directory and returns its
 // files.
 func Checkout(st *store.Store, d objects.Digest) (map[string][]byte, error) {
@@ -107,7 +90,7 @@ func Checkout(st *store.Store, d objects.Digest) (map[string][]byte, error) {
 // RequireCheckout fails unless version name checks out as m's files.
 func RequireCheckout(t T, st *store.Store, name string, m Model) {
 	t.Helper()
-	d, err := Resolve(st, name)
+	d, err := st.Resolve(name)
 	if err != nil {
 		t.Fatalf("resolve %s: %v", name, err)
 	}
