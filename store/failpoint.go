@@ -42,6 +42,10 @@ const (
 	FailBeforeIndexCommit = "index-before-commit"
 	// FailAfterIndexCommit: an index transaction has committed durably.
 	FailAfterIndexCommit = "index-after-commit"
+	// FailCheckoutFileWritten: a checkout has written its first file into its temp directory.
+	FailCheckoutFileWritten = "checkout-file-written"
+	// FailCheckoutExchanged: a checkout has swapped its tree with DEST's, before removing the old one.
+	FailCheckoutExchanged = "checkout-exchanged"
 )
 
 var failpoint = sync.OnceValues(func() (name, action string) {

@@ -14,7 +14,7 @@ var checkoutCommand = &cli.Command{
 	ArgsUsage: "REF DEST",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "container to write (default: as added)"},
-		&cli.BoolFlag{Name: "force", Usage: "replace DEST if it exists and is not empty"},
+		&cli.BoolFlag{Name: "force", Usage: "replace DEST when it holds an earlier checkout from this store, unchanged since (nothing else is ever deleted)"},
 		&cli.StringSliceFlag{Name: "tensors", Usage: "only tensors whose names match this glob (repeat or comma-separate)"},
 		&cli.StringFlag{Name: "max-shard-size", Usage: "re-shard SafeTensors into files of at most this size (e.g. 5GB, 500MiB)"},
 		&cli.StringFlag{Name: "external-data", Usage: "ONNX: move initializers into this one data file beside the .onnx file"},
@@ -79,6 +79,12 @@ var checkoutCommand = &cli.Command{
 		}
 		if e.json {
 			return e.printJSON(res)
+		}
+		for _, p := range res.RemovedLeftovers {
+			e.note("removed %s, left by a checkout that was killed\n", p)
+		}
+		if res.Note != "" {
+			e.note("%s\n", res.Note)
 		}
 		how := "byte-identical to what was added"
 		if res.Relayout {

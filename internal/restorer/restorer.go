@@ -1,19 +1,7 @@
-// Package restorer checks a model version out of a store into a directory:
-// byte-identical as it was added, or re-laid-out by its codec's planner.
-//
-// Every blob is hashed as it is read. Each file is written in order by one
-// goroutine while workers fetch and verify the blobs ahead of it, so the
-// file's BLAKE3 is computed on the way. Re-laid-out files are parsed again
-// and their tensors re-hashed before the checkout reports success. The
-// destination appears whole or not at all: files are written into a temp
-// directory beside it, synced, and renamed into place.
 package restorer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -74,7 +62,8 @@ type Options struct {
 	// instead of the archive.
 	Extract bool
 
-	// Force replaces an existing non-empty destination.
+	// Force replaces a destination that holds an earlier checkout of this
+	// store, unchanged since; anything else there is refused (conflict).
 	Force    bool
 	Workers  int
 	Progress progress.Reporter
@@ -97,6 +86,11 @@ type Result struct {
 	Tensors  int            `json:"tensors"`
 	Bytes    int64          `json:"bytes"`
 	Relayout bool           `json:"relayout"` // false: byte-identical to what was added
+	// RemovedLeftovers are what killed checkouts had left beside DEST and
+	// this one removed.
+	RemovedLeftovers []string `json:"removed_leftovers,omitempty"`
+	// Note is a remark for the user, e.g. that the checkout is not recorded.
+	Note string `json:"note,omitempty"`
 }
 
 // Checkout writes version d of st into dest.
@@ -122,41 +116,52 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer blobs.Close()
-	dest, err = filepath.Abs(dest)
-	if err != nil {
+	if dest, err = filepath.Abs(dest); err != nil {
 		return nil, fmt.Errorf("checkout: %w", err)
 	}
-	if err := checkDest(dest, opts.Force); err != nil {
-		return nil, err
+	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("checkout: %w", err)
 	}
-	tmp, err := makeTempBeside(dest)
+	key, err := canonicalDest(dest)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp) // a no-op once renamed into place
+	old, err := checkDest(st, dest, key, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Digest: d, Dest: dest, Format: p.format, Files: len(p.files), Tensors: len(p.tensors),
+		Bytes: p.bytes(), Relayout: p.relayout, RemovedLeftovers: cleanLeftovers(parent)}
+	w, err := newWorkDir(parent, filepath.Base(dest))
+	if err != nil {
+		return nil, err
+	}
+	defer w.close() // removes the temp tree unless it was published
 
 	if opts.Progress != nil {
 		opts.Progress.Start(p.bytes())
 		defer opts.Progress.Finish()
 	}
-	if err := writeAll(ctx, blobs, p, tmp, opts); err != nil {
+	if err := writeAll(ctx, blobs, p, w.dir, opts); err != nil {
 		return nil, err
 	}
 	if p.relayout && !p.tree { // a tree's files were checked as they were written
-		if err := verifyRelayout(ctx, p, tmp); err != nil {
+		if err := verifyRelayout(ctx, p, w.dir); err != nil {
 			return nil, err
 		}
 	}
-	if err := publish(tmp, dest); err != nil {
+	out, err := publish(st, w, dest, key, d, old)
+	if err != nil {
 		return nil, err
 	}
-	return &Result{Digest: d, Dest: dest, Format: p.format, Files: len(p.files), Tensors: len(p.tensors),
-		Bytes: p.bytes(), Relayout: p.relayout}, nil
+	res.Note = out.note
+	return res, nil
 }
 
 // writeAll writes every file of the plan under root, two files at a time
 // with the blob fetches of each running ahead of its writer.
-func writeAll(ctx context.Context, blobs *blobSource, p *plan, root string, opts Options) error {
+func writeAll(ctx context.Context, blobs pieceSource, p *plan, root string, opts Options) error {
 	n := opts.Workers
 	if n <= 0 {
 		n = runtime.NumCPU() + 1
@@ -164,77 +169,15 @@ func writeAll(ctx context.Context, blobs *blobSource, p *plan, root string, opts
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(2)
 	for _, f := range p.files {
-		g.Go(func() error { return writeFile(ctx, blobs, f, root, n, opts.Progress) })
+		g.Go(func() error {
+			if err := writeFile(ctx, blobs, f, root, n, opts.Progress); err != nil {
+				return err
+			}
+			store.Failpoint(store.FailCheckoutFileWritten)
+			return nil
+		})
 	}
 	return g.Wait()
-}
-
-// checkDest refuses a destination that exists and is not an empty directory,
-// unless force is given.
-func checkDest(dest string, force bool) error {
-	info, err := os.Lstat(dest)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checkout: %w", err)
-	}
-	if info.IsDir() {
-		entries, err := os.ReadDir(dest)
-		if err != nil {
-			return fmt.Errorf("checkout: %w", err)
-		}
-		if len(entries) == 0 {
-			return nil
-		}
-	}
-	if !force {
-		return errs.New(errs.Conflict, "checkout", "%s exists and is not empty; choose another destination or pass --force to replace it", dest)
-	}
-	return nil
-}
-
-func makeTempBeside(dest string) (string, error) {
-	parent := filepath.Dir(dest)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("checkout: %w", err)
-	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := filepath.Join(parent, ".mstore-checkout-"+filepath.Base(dest)+"-"+hex.EncodeToString(rnd[:]))
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return "", fmt.Errorf("checkout: %w", err)
-	}
-	return tmp, nil
-}
-
-// publish makes the written tree durable and moves it to dest, replacing
-// whatever is there (checkDest allowed it).
-func publish(tmp, dest string) error {
-	if err := syncFS(tmp); err != nil {
-		return err
-	}
-	var old string
-	if _, err := os.Lstat(dest); err == nil {
-		var rnd [6]byte
-		rand.Read(rnd[:])
-		old = filepath.Join(filepath.Dir(dest), ".mstore-old-"+filepath.Base(dest)+"-"+hex.EncodeToString(rnd[:]))
-		if err := os.Rename(dest, old); err != nil {
-			return fmt.Errorf("checkout: move aside %s: %w", dest, err)
-		}
-	}
-	if err := os.Rename(tmp, dest); err != nil {
-		if old != "" {
-			os.Rename(old, dest)
-		}
-		return fmt.Errorf("checkout: %w", err)
-	}
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("checkout: remove replaced %s: %w", old, err)
-		}
-	}
-	return syncDir(filepath.Dir(dest))
 }
 
 func syncFS(dir string) error {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,29 +180,6 @@ func TestCorruptBlobLeavesNoDestination(t *testing.T) {
 		if left, _ := os.ReadDir(parent); len(left) != 0 {
 			t.Fatalf("left behind: %v", left)
 		}
-	}
-}
-
-func TestExistingDestination(t *testing.T) {
-	st, dir, d := added(t, testmodel.Tiny)
-	dest := filepath.Join(t.TempDir(), "out")
-	os.MkdirAll(dest, 0o755)
-	os.WriteFile(filepath.Join(dest, "keep.txt"), []byte("mine"), 0o644)
-	if _, err := Checkout(context.Background(), st, d, dest, Options{}); !errors.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "--force") {
-		t.Fatalf("err = %v, want conflict naming --force", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dest, "keep.txt")); string(b) != "mine" {
-		t.Fatal("refused checkout touched the destination")
-	}
-	if _, err := Checkout(context.Background(), st, d, dest, Options{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	sameTree(t, dir, dest)
-	// An empty directory is fine without --force.
-	empty := filepath.Join(t.TempDir(), "empty")
-	os.Mkdir(empty, 0o755)
-	if _, err := Checkout(context.Background(), st, d, empty, Options{}); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -64,7 +64,7 @@ func verifyRelayout(ctx context.Context, p *plan, root string) error {
 // hashTensors re-reads every tensor from the written files and compares its
 // digest with the manifest's.
 func hashTensors(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, want []objects.Tensor) error {
-	g, _ := errgroup.WithContext(ctx)
+	g, ctx := errgroup.WithContext(ctx) // the first mismatch stops the others
 	g.SetLimit(3)
 	for _, f := range l.Files {
 		for _, e := range f.Extents {
@@ -72,13 +72,16 @@ func hashTensors(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, want
 				continue
 			}
 			g.Go(func() error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				r, err := dir.Open(f.Path)
 				if err != nil {
 					return err
 				}
 				defer r.Close()
 				hs := objects.NewHasher()
-				if _, err := io.Copy(hs, io.NewSectionReader(r, e.Offset, e.Size)); err != nil {
+				if _, err := io.Copy(hs, ctxReader{ctx, io.NewSectionReader(r, e.Offset, e.Size)}); err != nil {
 					return err
 				}
 				if got := hs.Digest(); got != want[e.Tensor].Digest {
@@ -90,4 +93,17 @@ func hashTensors(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, want
 		}
 	}
 	return g.Wait()
+}
+
+// ctxReader stops a long read once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -27,6 +27,13 @@ type fetched struct {
 	err  error
 }
 
+// pieceSource gives the verified bytes of a plan's blob and derived pieces
+// (blobSource; tests give writeFile one that fails or stalls).
+type pieceSource interface {
+	read(pc piece, buf []byte) ([]byte, error)
+	derive(pc piece) ([]byte, error)
+}
+
 // encoders make the canonical encoding of a compressed file (its
 // Meta[formats.MetaCompression], e.g. MPK's "gzip-canonical"). The format
 // that stores such files registers its encoder beside its planner.
@@ -38,7 +45,7 @@ var encoders = map[string]func(io.Writer) io.WriteCloser{}
 // manifest describes) and written through its encoder. Files are created
 // through an os.Root, so that no path, and no link planted in root while
 // it is written, can lead a write out of it.
-func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, window int, prog progress.Reporter) (err error) {
+func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, window int, prog progress.Reporter) (err error) {
 	var encode func(io.Writer) io.WriteCloser
 	if f.encoding != "" {
 		if encode = encoders[f.encoding]; encode == nil {
@@ -67,15 +74,29 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 	}()
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	results := make([]chan fetched, len(f.pieces))
 	for i, pc := range f.pieces {
 		if pc.literal == nil && !pc.zeros && pc.derived == nil {
 			results[i] = make(chan fetched, 1) // buffered: a fetch never blocks after a cancel
 		}
 	}
+	// Every fetch is waited for before writeFile returns, error or not: a
+	// read must never outlive the checkout's shared lock on the store (gc
+	// would delete blob files under it) or the blob reader it uses.
+	var fetches sync.WaitGroup
+	defer func() {
+		cancel()
+		fetches.Wait()
+		for _, ch := range results {
+			select {
+			case r := <-ch: // fetched, never written: give its buffer back
+				bufPool.Put(r.buf)
+			default:
+			}
+		}
+	}()
 	sem := make(chan struct{}, window)
-	go func() {
+	fetches.Go(func() {
 		for i, pc := range f.pieces {
 			if results[i] == nil {
 				continue
@@ -85,13 +106,16 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 			case <-ctx.Done():
 				return
 			}
-			go func() {
+			if ctx.Err() != nil {
+				return
+			}
+			fetches.Go(func() {
 				bp := bufPool.Get().(*[]byte)
 				data, err := blobs.read(pc, *bp)
 				results[i] <- fetched{buf: bp, data: data, err: err}
-			}()
+			})
 		}
-	}()
+	})
 
 	hs := objects.NewHasher()
 	buffered := bufio.NewWriterSize(out, 1<<20)
@@ -154,6 +178,7 @@ func writeFile(ctx context.Context, blobs *blobSource, f planFile, root string, 
 			}
 			<-sem
 			if r.err != nil {
+				bufPool.Put(r.buf)
 				return r.err
 			}
 			err = write(r.data)
