@@ -65,20 +65,20 @@ func TestCorruptBlob(t *testing.T) {
 			t.Parallel()
 			c := newCLI(t)
 			c.add(src, "--name", "m")
-			corruptStored(t, c.store, tc.content)
 			parent := t.TempDir()
+			dest := filepath.Join(parent, "existing")
+			c.ok("checkout", "m", dest) // before the damage: --force may replace it
+			corruptStored(t, c.store, tc.content)
 			c.fail("integrity_error", append([]string{"checkout", "m", filepath.Join(parent, "out")}, tc.extra...)...)
-			if got := dirEntries(t, parent); len(got) != 0 {
+			if got := dirEntries(t, parent); !equalStrings(got, []string{"existing"}) {
 				t.Errorf("failed checkout left %v beside the destination", got)
 			}
 
-			// A forced checkout over an existing tree fails the same way and
+			// A forced checkout over an earlier one fails the same way and
 			// leaves that tree as it was.
-			dest := filepath.Join(parent, "existing")
-			writeFile(t, filepath.Join(dest, "keep.txt"), []byte("mine"))
 			c.fail("integrity_error", append([]string{"checkout", "m", dest, "--force"}, tc.extra...)...)
-			if got := listFiles(t, dest); !equalStrings(got, []string{"keep.txt"}) {
-				t.Errorf("failed forced checkout changed the destination: %v", got)
+			if got := readTree(t, dest); !sameTree(got, map[string][]byte{"model.safetensors": file, "config.json": cfg, "tokenizer.json": tokenizerJSON()}) {
+				t.Errorf("failed forced checkout changed the destination: %v", listFiles(t, dest))
 			}
 			if got := dirEntries(t, parent); !equalStrings(got, []string{"existing"}) {
 				t.Errorf("failed forced checkout left %v beside the destination", got)

@@ -332,7 +332,8 @@ func equalMaps(a, b map[string]string) bool {
 }
 
 // TestCheckoutDestination: an existing non-empty destination is refused
-// without --force and replaced with it.
+// without --force; --force replaces an earlier checkout but never a
+// directory holding other files, nor a file.
 func TestCheckoutDestination(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -343,6 +344,10 @@ func TestCheckoutDestination(t *testing.T) {
 	writeFile(t, filepath.Join(dest, "keep.txt"), []byte("mine"))
 
 	c.fail("conflict", "checkout", "m", dest)
+	msg := c.fail("conflict", "checkout", "m", dest, "--force")
+	if !strings.Contains(msg, "keep.txt") {
+		t.Errorf("the refusal does not name keep.txt: %s", msg)
+	}
 	if got := listFiles(t, dest); !equalStrings(got, []string{"keep.txt"}) {
 		t.Errorf("refused checkout changed the destination: %v", got)
 	}
@@ -355,10 +360,13 @@ func TestCheckoutDestination(t *testing.T) {
 
 	file := writeFile(t, filepath.Join(parent, "a-file"), []byte("x"))
 	c.fail("conflict", "checkout", "m", file)
+	c.fail("conflict", "checkout", "m", file, "--force")
 
-	c.ok("checkout", "m", dest, "--force")
-	requireSameTree(t, src, dest)
-	if got := dirEntries(t, parent); !equalStrings(got, []string{"a-file", "dest"}) {
+	out := filepath.Join(parent, "out")
+	c.ok("checkout", "m", out)
+	c.ok("checkout", "m", out, "--force")
+	requireSameTree(t, src, out)
+	if got := dirEntries(t, parent); !equalStrings(got, []string{"a-file", "dest", "out"}) {
 		t.Errorf("forced checkout left %v beside the destination", got)
 	}
 
