@@ -149,6 +149,17 @@ func TestKillAtRandomInstants(t *testing.T) {
 	for k, d := range state.tags {
 		c.requireCheckout(k, trees[treeOf[d]])
 	}
+	// Killed checkouts left temp directories beside their destinations;
+	// the next checkout there removes every one (none is running).
+	if spec, _, ok := randomName(rng, state); ok {
+		c.ok("checkout", spec, filepath.Join(root, "checkouts", "final"))
+		entries, _ := os.ReadDir(filepath.Join(root, "checkouts"))
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".mstore-checkout-") {
+				t.Errorf("a killed checkout's %s is still there after the next checkout", e.Name())
+			}
+		}
+	}
 	c.ok("gc", "--grace", "0")
 	c.requireTidy()
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,3 +343,50 @@ func TestFilesAppearingInTheReplacedTree(t *testing.T) {
 		t.Fatalf("kept: %v, want only late.txt", got)
 	}
 }
+
+// TestRecordWriteFailure: a store that cannot be written (a read-only
+// mount) still checks out, saying that the checkout is not recorded (so
+// --force will refuse it); any other failure to record fails the checkout
+// and leaves nothing at or beside DEST.
+func TestRecordWriteFailure(t *testing.T) {
+	st, dir, d := added(t, testmodel.Tiny)
+	for _, errno := range []syscall.Errno{syscall.EROFS, syscall.EIO} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			faulty, err := store.Open(st.Dir(), false, store.Options{FS: mkdirFails{errno: errno}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent := t.TempDir()
+			dest := filepath.Join(parent, "out")
+			res, err := Checkout(context.Background(), faulty, d, dest, Options{})
+			if errno == syscall.EIO {
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("err = %v, want the EIO", err)
+				}
+				if got := entriesOf(t, parent); len(got) != 0 {
+					t.Fatalf("left %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTree(t, dir, dest)
+			if !strings.Contains(res.Note, "not recorded") {
+				t.Fatalf("note %q", res.Note)
+			}
+			if _, err := Checkout(context.Background(), st, d, dest, Options{Force: true}); errs.ClassOf(err) != errs.Conflict {
+				t.Fatalf("--force over an unrecorded checkout: %v, want conflict", err)
+			}
+		})
+	}
+}
+
+// mkdirFails is the real file system, except that creating a directory
+// fails with errno.
+type mkdirFails struct {
+	store.OSFS
+	errno syscall.Errno
+}
+
+func (f mkdirFails) MkdirAll(string) error { return f.errno }
