@@ -7,6 +7,7 @@
 //	  objects/ab/ab…   one file per blob, named by its full hex digest
 //	  objects/packs/   pack files of small blobs (<id>.pack)
 //	  tmp/             temp files; everything is written here first
+//	  checkouts/       what each checkout wrote, so that --force replaces only that
 //
 // A blob file is written to tmp/, made durable, renamed under objects/, and
 // the directory made durable; only then is it recorded in the index. Many
