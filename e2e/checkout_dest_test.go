@@ -188,3 +188,33 @@ func TestCheckoutLeftovers(t *testing.T) {
 	c.ok("gc", "--grace", "0")
 	c.requireTidy()
 }
+
+// TestCheckoutKilledWritingItsRecord: a checkout killed while its record
+// is a temp file in the store leaves that file, which fsck reports as a
+// leftover and gc removes; its directory beside DEST goes with the next
+// checkout there.
+func TestCheckoutKilledWritingItsRecord(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	src := smallModelDir(t, filepath.Join(t.TempDir(), "m"), 5)
+	c.add(src, "--name", "m")
+	parent := t.TempDir()
+	p := c.start([]string{"MSTORE_FAILPOINT=" + store.FailCheckoutRecordTemp}, "checkout", "m", filepath.Join(parent, "out"))
+	if o := p.wait(t); o.signal != syscall.SIGKILL {
+		t.Fatalf("checkout: %s, want killed at its failpoint\nstderr: %s", o, p.stderr.String())
+	}
+	r := c.fsck()
+	if len(r.Leftovers) != 1 || !strings.HasPrefix(r.Leftovers[0].Path, "tmp/checkout-") {
+		t.Fatalf("fsck leftovers: %+v, want the checkout's temp record", r.Leftovers)
+	}
+	if got := dirEntries(t, parent); len(got) != 2 {
+		t.Fatalf("beside DEST: %v, want the killed checkout's directory and lock file", got)
+	}
+	c.ok("checkout", "m", filepath.Join(parent, "out"))
+	requireSameTree(t, src, filepath.Join(parent, "out"))
+	if got := dirEntries(t, parent); !equalStrings(got, []string{"out"}) {
+		t.Fatalf("beside DEST after the next checkout: %v", got)
+	}
+	c.ok("gc", "--grace", "0")
+	c.requireTidy()
+}

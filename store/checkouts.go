@@ -47,6 +47,7 @@ func (s *Store) PutCheckoutRecord(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	Failpoint(FailCheckoutRecordTemp)
 	if err := s.syncAll(); err != nil {
 		s.fs.Remove(tmp)
 		return err

@@ -44,6 +44,8 @@ const (
 	FailAfterIndexCommit = "index-after-commit"
 	// FailCheckoutFileWritten: a checkout has written its first file into its temp directory.
 	FailCheckoutFileWritten = "checkout-file-written"
+	// FailCheckoutRecordTemp: a checkout's record of what it wrote is in a temp file under tmp/.
+	FailCheckoutRecordTemp = "checkout-record-temp"
 	// FailCheckoutExchanged: a checkout has swapped its tree with DEST's, before removing the old one.
 	FailCheckoutExchanged = "checkout-exchanged"
 )
