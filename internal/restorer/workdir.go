@@ -84,8 +84,27 @@ func newWorkDir(parent, base string) (*workDir, error) {
 			return nil, fmt.Errorf("checkout: %w", err)
 		}
 		// A cleaner may have taken the new file for a dead one's between
-		// the create and the lock: then it is no longer at its name.
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil || !sameFile(f, w.lockPath) {
+		// the create and the lock: then it holds the lock, or the file is
+		// no longer at its name, and it removes the file.
+		switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+		case errors.Is(err, unix.EWOULDBLOCK):
+			f.Close()
+			continue
+		case err != nil:
+			// A file system without flock: the directory then has no
+			// owner anyone can check, and no later checkout removes it.
+			f.Close()
+			os.Remove(w.lockPath)
+			w.lockPath = ""
+			if err := os.Mkdir(w.dir, 0o755); err != nil {
+				return nil, fmt.Errorf("checkout: %w", err)
+			}
+			if err := w.stat(); err != nil {
+				os.Remove(w.dir)
+				return nil, fmt.Errorf("checkout: %w", err)
+			}
+			return w, nil
+		case !sameFile(f, w.lockPath):
 			f.Close()
 			continue
 		}
@@ -97,20 +116,28 @@ func newWorkDir(parent, base string) (*workDir, error) {
 			}
 			return nil, fmt.Errorf("checkout: %w", err)
 		}
-		info, err := os.Lstat(w.dir)
+		err = w.stat()
 		if err == nil {
-			w.dev, w.ino = devIno(info)
 			line, _ := json.Marshal(lockInfo{PID: os.Getpid(), Dir: name, Dev: w.dev, Ino: w.ino})
 			_, err = f.Write(append([]byte(lockMagic+"\n"), append(line, '\n')...))
 		}
 		if err != nil {
 			os.Remove(w.dir)
 			w.dropLock()
-			return nil, fmt.Errorf("checkout: %w", err)
+			return nil, fmt.Errorf("checkout: lock file %s: %w", w.lockPath, err)
 		}
 		return w, nil
 	}
 	return nil, fmt.Errorf("checkout: could not create a temp directory in %s", parent)
+}
+
+func (w *workDir) stat() error {
+	info, err := os.Lstat(w.dir)
+	if err != nil {
+		return err
+	}
+	w.dev, w.ino = devIno(info)
+	return nil
 }
 
 // sameFile reports whether path still names the open file f.
@@ -135,6 +162,9 @@ func (w *workDir) holdsNewTree() bool {
 
 // willReplace appends old to the lock file, durably, before the exchange.
 func (w *workDir) willReplace(old *record) error {
+	if w.lock == nil {
+		return nil // no lock file: the directory is never judged dead
+	}
 	line, err := json.Marshal(lockReplace{Old: old})
 	if err == nil {
 		_, err = w.lock.Write(append(line, '\n'))
