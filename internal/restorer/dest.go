@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -261,28 +262,23 @@ func removeRecorded(root string, rec *record) (kept []string, err error) {
 		return nil, fmt.Errorf("checkout: %w", err)
 	}
 	defer r.Close()
+	// Each directory is opened once and its files removed by name in it:
+	// two calls a file, not a walk down the path for each.
 	var dirs []string
+	files := map[string][]entry{}
 	for _, e := range rec.Entries {
 		name := filepath.FromSlash(e.Path)
-		if !filepath.IsLocal(name) {
-			continue
-		}
-		if e.Dir {
+		switch {
+		case !filepath.IsLocal(name):
+		case e.Dir:
 			dirs = append(dirs, name)
-			continue
+		default:
+			files[filepath.Dir(name)] = append(files[filepath.Dir(name)], e)
 		}
-		info, err := r.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkout: %w", err)
-		}
-		if got, ok := entryOf(e.Path, info); !ok || got != e {
-			continue // changed since: not ours to remove
-		}
-		if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("checkout: %w", err)
+	}
+	for dir, list := range files {
+		if err := removeFilesIn(r, dir, list); err != nil {
+			return nil, err
 		}
 	}
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) }) // children first
@@ -302,6 +298,36 @@ func removeRecorded(root string, rec *record) (kept []string, err error) {
 		return nil, fmt.Errorf("checkout: remove %s: %w", root, os.Remove(root))
 	}
 	return kept, nil
+}
+
+// removeFilesIn removes from dir (under r) the files of list that are
+// still exactly as recorded.
+func removeFilesIn(r *os.Root, dir string, list []entry) error {
+	sub, err := r.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer sub.Close()
+	for _, e := range list {
+		base := path.Base(e.Path)
+		info, err := sub.Lstat(base)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("checkout: %w", err)
+		}
+		if got, ok := entryOf(e.Path, info); !ok || got != e {
+			continue // changed since: not ours to remove
+		}
+		if err := sub.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkout: %w", err)
+		}
+	}
+	return nil
 }
 
 // listNames quotes up to ten names for a message.
