@@ -129,6 +129,9 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	if err := objects.CheckReadBack(encoded); err != nil {
+		return nil, err // the store must never hold a manifest it cannot read
+	}
 	if err := checkTagFree(st, opts, digest); err != nil {
 		return nil, err // before any blob is published: a refused add leaves nothing
 	}
