@@ -42,6 +42,8 @@ const (
 	FailBeforeIndexCommit = "index-before-commit"
 	// FailAfterIndexCommit: an index transaction has committed durably.
 	FailAfterIndexCommit = "index-after-commit"
+	// FailAddParsed: an add has parsed its model and read nothing else yet.
+	FailAddParsed = "add-parsed"
 )
 
 var failpoint = sync.OnceValues(func() (name, action string) {

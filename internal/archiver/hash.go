@@ -10,7 +10,6 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
 )
@@ -37,10 +36,8 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); 
 
 // hashAndStore hashes every tensor, frame and file of the model and writes
 // the chunks the store lacks. Independent pieces of work run in parallel,
-// the largest first.
-// decoded opens the decoded stream of the compressed files (decoders).
-func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options,
-	decoded map[string]func() (formats.ReadAtCloser, error)) (*hashes, error) {
+// the largest first. The files are read through pool.
+func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options) (*hashes, error) {
 	h := &hashes{tensors: make([]*span, len(l.Tensors)), frames: map[[2]int]*span{}, files: make([]*span, len(files))}
 	var total int64
 	var chunked []*span  // spans whose chunks are stored
@@ -74,8 +71,6 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 		}
 	}
 
-	pool := &readerPool{dir: dir, files: map[string]formats.ReadAtCloser{}, decoded: decoded}
-	defer pool.close()
 	prog := &counter{p: opts.Progress}
 	if opts.Progress != nil {
 		opts.Progress.Start(total)
@@ -96,6 +91,12 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 		// A run of several chunks is read once, in order: each chunk is
 		// hashed and stored, and the whole run hashed on the way.
 		tasks = append(tasks, task{s.size, func() error {
+			// Held open across the chunks (storeChunk acquires it again).
+			_, release, err := pool.acquire(s.path)
+			if err != nil {
+				return err
+			}
+			defer release()
 			whole := objects.NewHasher()
 			for i := range s.chunks {
 				if err := storeChunk(pool, s, i, w, prog, whole); err != nil {
@@ -121,10 +122,11 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 	}
 	if h.configJSON != nil {
 		tasks = append(tasks, task{0, func() error {
-			f, err := pool.get("config.json")
+			f, release, err := pool.acquire("config.json")
 			if err != nil {
 				return err
 			}
+			defer release()
 			b, err := io.ReadAll(io.NewSectionReader(f, 0, 16<<20))
 			h.configJSON = b
 			return err
@@ -158,10 +160,11 @@ func singleChunkFrame(f fileWork) *formats.Extent {
 // storeChunk reads, hashes and stores chunk i of s, and writes it to whole
 // when there is one.
 func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *counter, whole *objects.Hasher) error {
-	r, err := pool.get(s.path)
+	r, release, err := pool.acquire(s.path)
 	if err != nil {
 		return err
 	}
+	defer release()
 	off, n := objects.ChunkBounds(s.size, i)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -185,10 +188,11 @@ func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *cou
 
 // hashWhole streams s through one hasher; check, if given, sees every piece.
 func hashWhole(pool *readerPool, s *span, check func(*span, []byte) error) error {
-	r, err := pool.get(s.path)
+	r, release, err := pool.acquire(s.path)
 	if err != nil {
 		return err
 	}
+	defer release()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	hs := objects.NewHasher()

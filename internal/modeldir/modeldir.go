@@ -191,6 +191,14 @@ func (d *Dir) Stat(p string) (int64, error) {
 	return info.Size(), nil
 }
 
+// Info returns the file info of the regular file at p (for a permitted
+// cache link, of the blob it resolves to), refusing links and special
+// files as Stat does.
+func (d *Dir) Info(p string) (fs.FileInfo, error) {
+	info, _, err := d.lstat(p)
+	return info, err
+}
+
 // Links returns the number of hard links to the regular file at p (for a
 // permitted cache link, to the blob it resolves to). It implements
 // formats.LinkCounter.
