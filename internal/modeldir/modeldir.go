@@ -224,6 +224,9 @@ func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) 
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", errs.New(errs.NotFound, "modeldir", "%s: no such file in %s", p, d.rootPath)
 		}
+		if isSystemError(err) {
+			return nil, "", fmt.Errorf("modeldir: %w", err) // not the path's fault
+		}
 		return nil, "", errs.Wrap(errs.PathTraversal, "modeldir", err, "%s", p)
 	}
 	if info.Mode()&os.ModeSymlink != 0 {
@@ -233,6 +236,18 @@ func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) 
 		return nil, "", errs.New(errs.InvalidArchive, "modeldir", "%s is not a regular file (%s)", p, info.Mode().Type())
 	}
 	return info, "", nil
+}
+
+// isSystemError reports whether err is the system's trouble (out of
+// descriptors or memory, an I/O error, no permission) rather than a path
+// that leaves the directory.
+func isSystemError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EIO, syscall.EACCES, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // followCacheLink allows a symlink only inside an HF cache snapshot, and only
