@@ -2,6 +2,11 @@
 // format, lets the codec cut each file into frames and tensors, hashes and
 // stores every chunk in parallel, and commits the manifest and the ref in
 // one short index transaction at the end.
+//
+// What is stored is what the codec approved (verify.go): the model is
+// parsed again from the stored bytes before anything is committed, and a
+// file whose size, times, inode or device change during the add fails it.
+// Files are opened when a worker needs them and closed after (pool.go).
 package archiver
 
 import (

@@ -4,7 +4,9 @@
 //
 // Links are refused (path_traversal), with one exception: a Hugging Face cache
 // snapshot (…/models--ORG--NAME/snapshots/REV/) whose files are symlinks into
-// that repo's blobs/ folder; those links are followed, and only into it.
+// that repo's blobs/ folder; those links are followed, only into it, and
+// only while blobs/ is a real directory on the repo's own mount (not a link,
+// not a mount of somewhere else). File names must be UTF-8 (schema_error).
 package modeldir
 
 import (
