@@ -1,15 +1,19 @@
 package archiver
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/objects"
 )
 
 // stageRewritten runs add's steps up to the check of what was stored, with
@@ -114,5 +118,82 @@ func TestStoredBytesAreTheParsedOnes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStagedReader reads a file of a frame, padding and a tensor of two
+// chunks through the stagedDir at every kind of boundary, and gets the
+// file's bytes; once the source changes, the read fails with
+// integrity_error and so does every read after.
+func TestStagedReader(t *testing.T) {
+	frame := []byte("0123456789")
+	tensor := make([]byte, objects.ChunkSize+7)
+	for i := range tensor {
+		tensor[i] = byte(i * 13)
+	}
+	content := append(append(append([]byte{}, frame...), make([]byte, 5)...), tensor...)
+	root := t.TempDir()
+	p := writeFile(t, filepath.Join(root, "f.bin"), content)
+	dir, err := modeldir.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	before, err := statAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fileWork{File: formats.File{Path: "f.bin", Size: int64(len(content)), Extents: []formats.Extent{
+		{Kind: formats.Frame, Offset: 0, Size: 10},
+		{Kind: formats.Zeros, Offset: 10, Size: 5},
+		{Kind: formats.TensorData, Offset: 15, Size: int64(len(tensor)), Tensor: 0},
+	}}}
+	_, n := objects.ChunkBounds(int64(len(tensor)), 1)
+	h := &hashes{
+		frames:  map[[2]int]*span{{0, 0}: {chunks: []objects.Digest{objects.Sum(frame)}}},
+		tensors: []*span{{chunks: []objects.Digest{objects.Sum(tensor[:objects.ChunkSize]), objects.Sum(tensor[objects.ChunkSize:][:n])}}},
+	}
+	pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
+	defer pool.close()
+	sd := newStagedDir([]fileWork{f}, h, pool)
+	r, err := sd.Open("f.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := sd.Stat("f.bin"); size != int64(len(content)) || r.Size() != size {
+		t.Fatalf("size %d, %d; want %d", size, r.Size(), len(content))
+	}
+	for _, c := range []struct{ off, n int64 }{
+		{0, 10}, {5, 10}, {9, 7}, {0, int64(len(content))}, {15 + objects.ChunkSize - 3, 6}, {int64(len(content)) - 4, 4}, {12, 1},
+	} {
+		got := make([]byte, c.n)
+		if _, err := r.ReadAt(got, c.off); err != nil || !bytes.Equal(got, content[c.off:c.off+c.n]) {
+			t.Errorf("ReadAt(%d bytes at %d): %v, bytes differ: %v", c.n, c.off, err, !bytes.Equal(got, content[c.off:c.off+c.n]))
+		}
+	}
+	if n, err := r.ReadAt(make([]byte, 10), int64(len(content))-4); n != 4 || err != io.EOF {
+		t.Errorf("read past the end: %d, %v; want 4, EOF", n, err)
+	}
+	if _, err := sd.Open("other.bin"); errs.ClassOf(err) != errs.NotFound {
+		t.Errorf("a file not added: %v, want not_found", err)
+	}
+
+	// The same size, other bytes in the tensor's second chunk; the state
+	// is taken again so that only the digests can tell.
+	changed := bytes.Clone(content)
+	changed[len(changed)-1] ^= 1
+	writeFile(t, p, changed)
+	now, _ := statAll(dir)
+	before.m = now.m
+	sd = newStagedDir([]fileWork{f}, h, pool)
+	r, _ = sd.Open("f.bin")
+	if _, err := r.ReadAt(make([]byte, 4), 0); err != nil {
+		t.Fatalf("the unchanged frame: %v", err)
+	}
+	if _, err := r.ReadAt(make([]byte, 1), int64(len(content))-1); errs.ClassOf(err) != errs.IntegrityError {
+		t.Fatalf("the changed chunk: %v, want integrity_error", err)
+	}
+	if _, err := r.ReadAt(make([]byte, 4), 0); errs.ClassOf(err) != errs.IntegrityError || errs.ClassOf(sd.failure()) != errs.IntegrityError {
+		t.Fatalf("a read after a failure: %v (failure %v), want integrity_error", err, sd.failure())
 	}
 }
