@@ -2,6 +2,7 @@ package archiver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
@@ -40,8 +41,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); 
 func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options) (*hashes, error) {
 	h := &hashes{tensors: make([]*span, len(l.Tensors)), frames: map[[2]int]*span{}, files: make([]*span, len(files))}
 	var total int64
-	var chunked []*span  // spans whose chunks are stored
-	var zeroRuns []*span // padding that must really be zeros
+	var chunked []*span // spans whose chunks are stored
 	for fi, f := range files {
 		h.files[fi] = &span{path: f.Path, size: f.Size}
 		for ei, e := range f.Extents {
@@ -56,8 +56,6 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 			case formats.Frame:
 				h.frames[[2]int{fi, ei}] = s
 				chunked = append(chunked, s)
-			case formats.Zeros:
-				zeroRuns = append(zeroRuns, s)
 			}
 			total += e.Size
 		}
@@ -107,18 +105,14 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 			return nil
 		}})
 	}
+	seen := make([][][]objects.Digest, len(files)) // by file, extent: chunk digests of the file's own pass
 	for fi, f := range files {
 		s := h.files[fi]
 		if singleChunkFrame(f) != nil || f.Size == 0 {
 			continue // its digest is its one chunk's, filled in by manifest()
 		}
-		tasks = append(tasks, task{s.size, func() error { return hashWhole(pool, s, nil) }})
-	}
-	for _, s := range zeroRuns {
-		tasks = append(tasks, task{s.size, func() error {
-			prog.add(s.size)
-			return hashWhole(pool, s, checkZeros)
-		}})
+		seen[fi] = make([][]objects.Digest, len(f.Extents))
+		tasks = append(tasks, task{s.size, func() error { return hashFile(pool, f, s, seen[fi], prog) }})
 	}
 	if h.configJSON != nil {
 		tasks = append(tasks, task{0, func() error {
@@ -145,7 +139,42 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return h, ctx.Err() // an interrupt before the last task started
+	if err := ctx.Err(); err != nil {
+		return nil, err // an interrupt before the last task started
+	}
+	return h, sameChunks(files, h, seen)
+}
+
+// sameChunks requires the bytes each file's digest was computed from to be
+// the ones stored (and a tensor placed twice to be the same bytes twice):
+// a file's digest then names exactly what checkout rebuilds from the blobs.
+func sameChunks(files []fileWork, h *hashes, seen [][][]objects.Digest) error {
+	for fi, f := range files {
+		if seen[fi] == nil {
+			continue
+		}
+		for ei, e := range f.Extents {
+			var stored []objects.Digest
+			switch e.Kind {
+			case formats.Frame:
+				stored = h.frames[[2]int{fi, ei}].chunks
+			case formats.TensorData:
+				stored = h.tensors[e.Tensor].chunks
+			default:
+				continue
+			}
+			if len(stored) != len(seen[fi][ei]) {
+				return fmt.Errorf("add: codec layout of %s places tensor %d at two sizes", f.Path, e.Tensor)
+			}
+			for c, d := range seen[fi][ei] {
+				if d != stored[c] {
+					off, n := objects.ChunkBounds(e.Size, c)
+					return errChanged(f.Path, fmt.Sprintf("the %d bytes at %d read twice were not the same", n, e.Offset+off))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // singleChunkFrame returns the one frame extent of a file made of exactly
@@ -186,8 +215,10 @@ func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *cou
 	return nil
 }
 
-// hashWhole streams s through one hasher; check, if given, sees every piece.
-func hashWhole(pool *readerPool, s *span, check func(*span, []byte) error) error {
+// hashFile streams the file of s through one hasher, a chunk of an extent
+// at a time: the digest of each frame and tensor chunk it read goes to
+// seen (by extent), for sameChunks; padding must be zeros.
+func hashFile(pool *readerPool, f fileWork, s *span, seen [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(s.path)
 	if err != nil {
 		return err
@@ -196,19 +227,26 @@ func hashWhole(pool *readerPool, s *span, check func(*span, []byte) error) error
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	hs := objects.NewHasher()
-	for off := int64(0); off < s.size; {
-		n := min(s.size-off, int64(len(*bp)))
-		buf := (*bp)[:n]
-		if _, err := r.ReadAt(buf, s.off+off); err != nil {
-			return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, s.off+off)
+	for ei, e := range f.Extents {
+		if e.Kind != formats.Zeros {
+			seen[ei] = make([]objects.Digest, objects.ChunkCount(e.Size))
 		}
-		if check != nil {
-			if err := check(s, buf); err != nil {
-				return err
+		for c := range objects.ChunkCount(e.Size) {
+			off, n := objects.ChunkBounds(e.Size, c)
+			buf := (*bp)[:n]
+			if _, err := r.ReadAt(buf, e.Offset+off); err != nil {
+				return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, e.Offset+off)
 			}
+			if e.Kind == formats.Zeros {
+				if err := checkZeros(&span{path: s.path, off: e.Offset}, buf); err != nil {
+					return err
+				}
+				prog.add(n)
+			} else {
+				seen[ei][c] = objects.Sum(buf)
+			}
+			hs.Write(buf)
 		}
-		hs.Write(buf)
-		off += n
 	}
 	s.digest = hs.Digest()
 	return nil

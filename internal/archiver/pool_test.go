@@ -114,3 +114,49 @@ func TestFileStateChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestFileDigestIsOfTheStoredBytes: a file's digest is computed in a pass
+// of its own, whose chunks must be the stored ones: a layout that places
+// one tensor twice over different bytes (what a file rewritten between
+// the two reads looks like) fails with integrity_error; over equal bytes
+// it passes.
+func TestFileDigestIsOfTheStoredBytes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		b     []byte
+		class errs.Class
+	}{
+		{"same bytes twice", []byte("hdrAAAABBBBAAAABBBB"), 0},
+		{"other bytes the second time", []byte("hdrAAAABBBBAAAABBBX"), errs.IntegrityError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeFile(t, filepath.Join(root, "f.bin"), c.b)
+			dir, err := modeldir.Open(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			before, err := statAll(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := &formats.Layout{Format: "test", Tensors: []formats.Tensor{{Name: "w", DType: "U8", Shape: []int64{8}, Size: 8}},
+				Files: []formats.File{{Path: "f.bin", Size: 19, Extents: []formats.Extent{
+					{Kind: formats.Frame, Offset: 0, Size: 3},
+					{Kind: formats.TensorData, Offset: 3, Size: 8, Tensor: 0},
+					{Kind: formats.TensorData, Offset: 11, Size: 8, Tensor: 0},
+				}}}}
+			files := []fileWork{{File: l.Files[0]}}
+			st := newStore(t)
+			w := st.NewBlobWriter(nil)
+			defer w.Abort()
+			pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
+			defer pool.close()
+			_, err = hashAndStore(context.Background(), pool, l, files, w, Options{})
+			if errs.ClassOf(err) != c.class {
+				t.Fatalf("hashAndStore: %v, want class %v", err, c.class)
+			}
+		})
+	}
+}
