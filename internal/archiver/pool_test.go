@@ -115,11 +115,10 @@ func TestFileStateChecks(t *testing.T) {
 	}
 }
 
-// TestFileDigestIsOfTheStoredBytes: a file's digest is computed in a pass
-// of its own, whose chunks must be the stored ones: a layout that places
-// one tensor twice over different bytes (what a file rewritten between
-// the two reads looks like) fails with integrity_error; over equal bytes
-// it passes.
+// TestFileDigestIsOfTheStoredBytes: a file's digest is of the bytes its
+// extents store; a layout that places one tensor twice over different
+// bytes (checkout would write the first bytes twice) fails with
+// integrity_error; over equal bytes it passes.
 func TestFileDigestIsOfTheStoredBytes(t *testing.T) {
 	for _, c := range []struct {
 		name  string
