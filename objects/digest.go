@@ -21,7 +21,7 @@ func Sum(b []byte) Digest { return Digest(blake3.Sum256(b)) }
 // ParseDigest parses 64 lowercase hex digits.
 func ParseDigest(s string) (Digest, error) {
 	var d Digest
-	if len(s) != 64 || strings.ToLower(s) != s {
+	if len(s) != 64 || strings.ContainsAny(s, "ABCDEF") {
 		return d, errs.New(errs.SchemaError, "objects", "digest %q: want 64 lowercase hex digits", s)
 	}
 	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
@@ -89,4 +89,16 @@ func Verify(b []byte, want Digest, what string) error {
 		return errs.New(errs.IntegrityError, "objects", "%s: content hashes to %s, want %s", what, got.Short(), want.Short())
 	}
 	return nil
+}
+
+// UnmarshalJSON parses the quoted hex form directly (a manifest holds a
+// digest per tensor and chunk: the generic text path costs a copy each).
+func (d *Digest) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) != 66 || b[0] != '"' || b[65] != '"' {
+		return errs.New(errs.SchemaError, "objects", "digest %q: want 64 lowercase hex digits", b)
+	}
+	return d.UnmarshalText(b[1:65])
 }

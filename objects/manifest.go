@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mstore/mstore/internal/errs"
 )
@@ -125,11 +127,16 @@ func (m *Manifest) Digest() (Digest, []byte, error) {
 }
 
 // Validate checks the manifest's internal consistency: sorted unique clean
-// paths, extents that cover each file, tensor references in range, chunk
-// counts that match sizes.
+// UTF-8 paths, extents that cover each file, tensor references in range,
+// chunk counts that match sizes, and text that is valid UTF-8 throughout
+// (JSON would silently replace invalid bytes: the manifest read back would
+// name another file or tensor than the one added).
 func (m *Manifest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.SchemaError, "objects", "manifest: "+format, args...)
+	}
+	if err := m.checkText(); err != nil {
+		return err
 	}
 	for i, f := range m.Files {
 		if !IsCleanPath(f.Path) {
@@ -168,6 +175,48 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkText refuses a string field that is not valid UTF-8, quoting its
+// bytes (escaped) so that the user can find it.
+func (m *Manifest) checkText() error {
+	bad := func(what, s string) error {
+		return errs.New(errs.SchemaError, "objects", "manifest: %s %s is not valid UTF-8; rename it (only UTF-8 names can be stored)", what, strconv.Quote(s))
+	}
+	if !utf8.ValidString(m.Format) {
+		return bad("format", m.Format)
+	}
+	for _, f := range m.Files {
+		if !utf8.ValidString(f.Path) {
+			return bad("file name", f.Path)
+		}
+		for k, v := range f.Meta {
+			if !utf8.ValidString(k) {
+				return bad(f.Path+": metadata key", k)
+			}
+			if !utf8.ValidString(v) {
+				return bad(f.Path+": metadata value of "+strconv.Quote(k)+",", v)
+			}
+		}
+	}
+	for _, t := range m.Tensors {
+		if !utf8.ValidString(t.Name) {
+			return bad("tensor name", t.Name)
+		}
+		if !utf8.ValidString(t.DType) {
+			return bad("tensor "+strconv.Quote(t.Name)+": dtype", t.DType)
+		}
+	}
+	return nil
+}
+
+// CheckReadBack decodes encoded (what Encode returned) as a reader of the
+// store would, with every check DecodeManifest makes: a store must never
+// hold a manifest it cannot read back. (Encode refused text that JSON
+// would not keep as it is, so what decodes is what was encoded.)
+func CheckReadBack(encoded []byte) error {
+	_, err := DecodeManifest(encoded)
+	return err
 }
 
 // Blobs returns every blob digest the manifest needs, each once, sorted.

@@ -2,6 +2,7 @@ package objects
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -18,6 +19,15 @@ func TestDigestTextRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", d.String()[:63], strings.ToUpper(d.String()), d.String()[:63] + "g"} {
 		if _, err := ParseDigest(bad); !errors.Is(err, errs.SchemaError) {
 			t.Errorf("ParseDigest(%q): %v", bad, err)
+		}
+	}
+	var back struct{ D Digest }
+	if err := json.Unmarshal([]byte(`{"D":"`+d.String()+`"}`), &back); err != nil || back.D != d {
+		t.Errorf("JSON round trip: %v, %v", back.D, err)
+	}
+	for _, bad := range []string{`""`, `"` + strings.ToUpper(d.String()) + `"`, `"` + d.String()[:63] + `"`, `12`} {
+		if err := json.Unmarshal([]byte(`{"D":`+bad+`}`), &back); !errors.Is(err, errs.SchemaError) {
+			t.Errorf("JSON digest %s: %v", bad, err)
 		}
 	}
 	if !IsDigestPrefix(d.String()[:8]) || IsDigestPrefix(d.String()[:7]) || IsDigestPrefix("ABCDEF12") {
@@ -98,6 +108,12 @@ func TestManifestValidation(t *testing.T) {
 		"files out of order": func(m *Manifest) {
 			m.Files = append(m.Files, m.Files[0])
 		},
+		"path not UTF-8":        func(m *Manifest) { m.Files[0].Path = "model\xff.safetensors" },
+		"tensor name not UTF-8": func(m *Manifest) { m.Tensors[0].Name = "w\xc3" },
+		"meta key not UTF-8":    func(m *Manifest) { m.Files[0].Meta["\xfe"] = "x" },
+		"meta value not UTF-8":  func(m *Manifest) { m.Files[0].Meta["a"] = "\xed\xa0\x80" },
+		"dtype not UTF-8":       func(m *Manifest) { m.Tensors[0].DType = "F\x80" },
+		"format not UTF-8":      func(m *Manifest) { m.Format = "\xff" },
 	} {
 		m := sample()
 		mutate(m)
@@ -111,6 +127,33 @@ func TestManifestValidation(t *testing.T) {
 	}
 	if _, err := DecodeManifest(bytes.Replace(b, []byte(`{"schema"`), []byte(`{"extra":1,"schema"`), 1)); !errors.Is(err, errs.IntegrityError) {
 		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// TestCheckReadBack: what Encode writes reads back; bytes that would not (a
+// schema this build does not read, broken JSON, content that fails
+// validation) are refused with their class.
+func TestCheckReadBack(t *testing.T) {
+	_, b, err := sample().Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckReadBack(b); err != nil {
+		t.Fatalf("a fresh encoding does not read back: %v", err)
+	}
+	for name, c := range map[string]struct {
+		b     []byte
+		class errs.Class
+	}{
+		"schema 2":      {bytes.Replace(b, []byte(`"schema":1`), []byte(`"schema":2`), 1), errs.UnsupportedVersion},
+		"truncated":     {b[:len(b)-1], errs.IntegrityError},
+		"bad path":      {bytes.Replace(b, []byte(`"model.safetensors"`), []byte(`"../model"`), 1), errs.SchemaError},
+		"unknown field": {bytes.Replace(b, []byte(`{"schema":1,`), []byte(`{"schema":1,"x":0,`), 1), errs.IntegrityError},
+		"bad digest":    {bytes.Replace(b, []byte(`"digest":"`), []byte(`"digest":"X`), 1), errs.IntegrityError},
+	} {
+		if err := CheckReadBack(c.b); errs.ClassOf(err) != c.class {
+			t.Errorf("%s: %v, want class %v", name, err, c.class)
+		}
 	}
 }
 

@@ -48,6 +48,8 @@ const (
 	FailCheckoutRecordTemp = "checkout-record-temp"
 	// FailCheckoutExchanged: a checkout has swapped its tree with DEST's, before removing the old one.
 	FailCheckoutExchanged = "checkout-exchanged"
+	// FailAddParsed: an add has parsed its model and read nothing else yet.
+	FailAddParsed = "add-parsed"
 )
 
 var failpoint = sync.OnceValues(func() (name, action string) {

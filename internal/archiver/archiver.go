@@ -2,18 +2,20 @@
 // format, lets the codec cut each file into frames and tensors, hashes and
 // stores every chunk in parallel, and commits the manifest and the ref in
 // one short index transaction at the end.
+//
+// What is stored is what the codec approved (verify.go): the model is
+// parsed again from the stored bytes before anything is committed, and a
+// file whose size, times, inode or device change during the add fails it.
+// Files are opened when a worker needs them and closed after (pool.go).
 package archiver
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,16 +87,20 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if lc, ok := codec.(formats.Limited); ok {
 		codec = lc.WithLimits(opts.Limits)
 	}
-	layout, err := codec.Parse(dir, claimed)
+	// Every file's state is taken before anything is read: a file that
+	// changes from here to the commit fails the add.
+	before, err := statAll(dir)
 	if err != nil {
 		return nil, err
 	}
+	src := checkedDir{Dir: dir, before: before}
+	layout, parsed, err := parse(codec, src, claimed)
+	if err != nil {
+		return nil, err
+	}
+	store.Failpoint(store.FailAddParsed)
 	formatWarnings := otherFormatFiles(dir, codec, layout)
 	files, err := withOtherFiles(dir, layout, claimed)
-	if err != nil {
-		return nil, err
-	}
-	before, err := statAll(dir, files)
 	if err != nil {
 		return nil, err
 	}
@@ -113,12 +119,17 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	w := st.NewBlobWriter(known)
 	defer w.Abort()
-	decoded, err := decoders(codec, dir, layout, st)
+	decoded, err := decoders(codec, src, layout, st, parsed)
 	if err != nil {
 		return nil, err
 	}
-	h, err := hashAndStore(ctx, dir, layout, files, w, opts, decoded)
+	pool := newReaderPool(src, decoded)
+	defer pool.close()
+	h, err := hashAndStore(ctx, pool, layout, files, w, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := verifyStored(codec, claimed, layout, files, h, pool); err != nil {
 		return nil, err
 	}
 	if err := checkUnchanged(dir, files, before); err != nil {
@@ -128,6 +139,9 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	digest, encoded, err := m.Digest()
 	if err != nil {
 		return nil, err
+	}
+	if err := objects.CheckReadBack(encoded); err != nil {
+		return nil, err // the store must never hold a manifest it cannot read
 	}
 	if err := checkTagFree(st, opts, digest); err != nil {
 		return nil, err // before any blob is published: a refused add leaves nothing
@@ -187,6 +201,19 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	return res, nil
+}
+
+// parse lets the codec lay out the claimed files. A codec that decodes
+// what it parses (MPK) reads through a recordingDir, whose digests the
+// spooled streams are checked against (spool).
+func parse(codec formats.Codec, dir formats.Dir, claimed []string) (*formats.Layout, *recordingDir, error) {
+	var rec *recordingDir
+	if _, ok := codec.(formats.Decoder); ok {
+		rec = newRecordingDir(dir)
+		dir = rec
+	}
+	l, err := codec.Parse(dir, claimed)
+	return l, rec, err
 }
 
 // checkTagFree refuses, before anything is written, a --tag that already
@@ -339,80 +366,6 @@ func checkCoverage(f formats.File, tensors int) error {
 		return fmt.Errorf("add: codec layout of %s covers %d of %d bytes", f.Path, off, f.Size)
 	}
 	return nil
-}
-
-type fileState struct {
-	size  int64
-	mtime time.Time
-}
-
-func statAll(dir *modeldir.Dir, files []fileWork) (map[string]fileState, error) {
-	out := map[string]fileState{}
-	for _, f := range files {
-		st, err := statFile(dir, f.Path)
-		if err != nil {
-			return nil, err
-		}
-		out[f.Path] = st
-	}
-	return out, nil
-}
-
-func statFile(dir *modeldir.Dir, p string) (fileState, error) {
-	info, err := os.Stat(filepath.Join(dir.Path(), filepath.FromSlash(p)))
-	if err != nil {
-		return fileState{}, fmt.Errorf("add: %w", err)
-	}
-	return fileState{size: info.Size(), mtime: info.ModTime()}, nil
-}
-
-// checkUnchanged refuses a model whose files were modified while it was
-// being hashed: its digests would describe no real state of the files.
-func checkUnchanged(dir *modeldir.Dir, files []fileWork, before map[string]fileState) error {
-	for _, f := range files {
-		st, err := statFile(dir, f.Path)
-		if err != nil {
-			return err
-		}
-		if st != before[f.Path] {
-			return errs.New(errs.IntegrityError, "add", "%s changed while it was being added; add it again when nothing writes to it", f.Path)
-		}
-	}
-	return nil
-}
-
-// readerPool keeps one open handle per file, shared by the workers (ReadAt
-// is safe for concurrent use).
-type readerPool struct {
-	dir   *modeldir.Dir
-	mu    sync.Mutex
-	files map[string]formats.ReadAtCloser
-	// decoded opens the files whose extents describe a decoded stream.
-	decoded map[string]func() (formats.ReadAtCloser, error)
-}
-
-func (p *readerPool) get(path string) (io.ReaderAt, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if f, ok := p.files[path]; ok {
-		return f, nil
-	}
-	open := func() (formats.ReadAtCloser, error) { return p.dir.Open(path) }
-	if dec := p.decoded[path]; dec != nil {
-		open = dec
-	}
-	f, err := open()
-	if err != nil {
-		return nil, err
-	}
-	p.files[path] = f
-	return f, nil
-}
-
-func (p *readerPool) close() {
-	for _, f := range p.files {
-		f.Close()
-	}
 }
 
 func workers(n int) int {

@@ -13,6 +13,7 @@ import (
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/mpk"
 	"github.com/mstore/mstore/formats/mpk/mpktest"
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
 )
@@ -88,15 +89,22 @@ func TestAddCompressedArchive(t *testing.T) {
 // A compressed file that no longer decodes to what was parsed is refused.
 func TestSpoolRefusesAChangedStream(t *testing.T) {
 	tarStream := mpktest.Tar(mpkEntries(pattern(2, 3000), pattern(1, 100)), mpktest.TarOptions{})
-	dir := formattest.NewMemDir(map[string][]byte{"a.tar.gz": mpktest.Gzip(tarStream)})
+	gz := mpktest.Gzip(tarStream)
+	dir := formattest.NewMemDir(map[string][]byte{"a.tar.gz": gz})
 	dec := mpk.Codec.(formats.Decoder)
 	tmp := t.TempDir()
+	parsed := objects.Sum(gz)
 	for _, size := range []int64{int64(len(tarStream)) - 1, int64(len(tarStream)) + 1} {
-		if _, err := spool(dec, dir, "a.tar.gz", size, tmp); err == nil {
-			t.Errorf("size %d: spool accepted a stream of %d bytes", size, len(tarStream))
+		if _, err := spool(dec, dir, "a.tar.gz", size, tmp, parsed); errs.ClassOf(err) != errs.IntegrityError {
+			t.Errorf("size %d: spool of a stream of %d bytes: %v, want integrity_error", size, len(tarStream), err)
 		}
 	}
-	f, err := spool(dec, dir, "a.tar.gz", int64(len(tarStream)), tmp)
+	// The same stream from other compressed bytes than the parser read.
+	other := objects.Sum(append(append([]byte{}, gz...), 0))
+	if _, err := spool(dec, dir, "a.tar.gz", int64(len(tarStream)), tmp, other); errs.ClassOf(err) != errs.IntegrityError {
+		t.Errorf("spool of compressed bytes that were not the parsed ones: %v, want integrity_error", err)
+	}
+	f, err := spool(dec, dir, "a.tar.gz", int64(len(tarStream)), tmp, parsed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,16 @@ package archiver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
 )
@@ -36,34 +37,38 @@ type hashes struct {
 var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}
 
 // hashAndStore hashes every tensor, frame and file of the model and writes
-// the chunks the store lacks. Independent pieces of work run in parallel,
-// the largest first.
-// decoded opens the decoded stream of the compressed files (decoders).
-func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options,
-	decoded map[string]func() (formats.ReadAtCloser, error)) (*hashes, error) {
+// the chunks the store lacks. Each file is read once, in order (filePass):
+// the bytes that give a file its digest are the bytes stored. Files are
+// passed in parallel, the largest first, through pool.
+func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, files []fileWork, w *store.BlobWriter, opts Options) (*hashes, error) {
 	h := &hashes{tensors: make([]*span, len(l.Tensors)), frames: map[[2]int]*span{}, files: make([]*span, len(files))}
 	var total int64
-	var chunked []*span  // spans whose chunks are stored
-	var zeroRuns []*span // padding that must really be zeros
+	// stored[fi][ei] is the span whose chunks extent ei of file fi stores:
+	// a frame, or a tensor's first placement; nil for padding and for a
+	// tensor placed again, whose chunks are compared (sameChunks).
+	stored := make([][]*span, len(files))
 	for fi, f := range files {
 		h.files[fi] = &span{path: f.Path, size: f.Size}
+		stored[fi] = make([]*span, len(f.Extents))
 		for ei, e := range f.Extents {
-			s := &span{path: f.Path, off: e.Offset, size: e.Size}
+			s := &span{path: f.Path, off: e.Offset, size: e.Size, chunks: make([]objects.Digest, objects.ChunkCount(e.Size))}
+			if e.Size == 0 {
+				s.digest = objects.Sum(nil)
+			}
 			switch e.Kind {
 			case formats.TensorData:
 				if h.tensors[e.Tensor] != nil {
 					continue // the same tensor placed twice: stored once
 				}
 				h.tensors[e.Tensor] = s
-				chunked = append(chunked, s)
 			case formats.Frame:
 				h.frames[[2]int{fi, ei}] = s
-				chunked = append(chunked, s)
-			case formats.Zeros:
-				zeroRuns = append(zeroRuns, s)
+			default:
+				continue
 			}
-			total += e.Size
+			stored[fi][ei] = s
 		}
+		total += f.Size
 		if f.Path == "config.json" && f.other && f.Size <= 16<<20 {
 			h.configJSON = []byte{} // read below, with the other work
 		}
@@ -74,57 +79,40 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 		}
 	}
 
-	pool := &readerPool{dir: dir, files: map[string]formats.ReadAtCloser{}, decoded: decoded}
-	defer pool.close()
 	prog := &counter{p: opts.Progress}
 	if opts.Progress != nil {
 		opts.Progress.Start(total)
 		defer opts.Progress.Finish()
 	}
 
+	g, gctx := errgroup.WithContext(ctx)
 	type task struct {
 		size int64
 		run  func() error
 	}
 	var tasks []task
-	for _, s := range chunked {
-		s.chunks = make([]objects.Digest, objects.ChunkCount(s.size))
-		if len(s.chunks) == 1 {
-			tasks = append(tasks, task{s.size, func() error { return storeChunk(pool, s, 0, w, prog, nil) }})
-			continue
-		}
-		// A run of several chunks is read once, in order: each chunk is
-		// hashed and stored, and the whole run hashed on the way.
-		tasks = append(tasks, task{s.size, func() error {
-			whole := objects.NewHasher()
-			for i := range s.chunks {
-				if err := storeChunk(pool, s, i, w, prog, whole); err != nil {
-					return err
-				}
-			}
-			s.digest = whole.Digest()
-			return nil
-		}})
-	}
+	again := make([][][]objects.Digest, len(files)) // chunk digests of tensors placed again, by file and extent
 	for fi, f := range files {
-		s := h.files[fi]
-		if singleChunkFrame(f) != nil || f.Size == 0 {
-			continue // its digest is its one chunk's, filled in by manifest()
+		switch {
+		case f.Size == 0:
+		case singleChunkFrame(f) != nil:
+			// Its digest is its one chunk's, filled in by manifest().
+			s := stored[fi][0]
+			tasks = append(tasks, task{f.Size, func() error { return storeChunk(pool, s, w, prog) }})
+		default:
+			again[fi] = make([][]objects.Digest, len(f.Extents))
+			tasks = append(tasks, task{f.Size, func() error {
+				return filePass(gctx, pool, w, f, h.files[fi], stored[fi], again[fi], prog)
+			}})
 		}
-		tasks = append(tasks, task{s.size, func() error { return hashWhole(pool, s, nil) }})
-	}
-	for _, s := range zeroRuns {
-		tasks = append(tasks, task{s.size, func() error {
-			prog.add(s.size)
-			return hashWhole(pool, s, checkZeros)
-		}})
 	}
 	if h.configJSON != nil {
 		tasks = append(tasks, task{0, func() error {
-			f, err := pool.get("config.json")
+			f, release, err := pool.acquire("config.json")
 			if err != nil {
 				return err
 			}
+			defer release()
 			b, err := io.ReadAll(io.NewSectionReader(f, 0, 16<<20))
 			h.configJSON = b
 			return err
@@ -132,7 +120,6 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 	}
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].size > tasks[j].size })
 
-	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers(opts.Workers))
 	for _, t := range tasks {
 		if gctx.Err() != nil {
@@ -143,7 +130,34 @@ func hashAndStore(ctx context.Context, dir *modeldir.Dir, l *formats.Layout, fil
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return h, ctx.Err() // an interrupt before the last task started
+	if err := ctx.Err(); err != nil {
+		return nil, err // an interrupt before the last task started
+	}
+	return h, sameChunks(files, h, again)
+}
+
+// sameChunks requires a tensor placed twice to be the same bytes twice: a
+// file's digest then names exactly what checkout rebuilds from the blobs.
+func sameChunks(files []fileWork, h *hashes, again [][][]objects.Digest) error {
+	for fi, f := range files {
+		for ei, seen := range again[fi] {
+			if seen == nil {
+				continue
+			}
+			e := f.Extents[ei]
+			want := h.tensors[e.Tensor].chunks
+			if len(want) != len(seen) {
+				return fmt.Errorf("add: codec layout of %s places tensor %d at two sizes", f.Path, e.Tensor)
+			}
+			for c, d := range seen {
+				if d != want[c] {
+					off, n := objects.ChunkBounds(e.Size, c)
+					return errChanged(f.Path, fmt.Sprintf("the %d bytes at %d are not the bytes of the tensor they repeat", n, e.Offset+off))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // singleChunkFrame returns the one frame extent of a file made of exactly
@@ -155,58 +169,135 @@ func singleChunkFrame(f fileWork) *formats.Extent {
 	return nil
 }
 
-// storeChunk reads, hashes and stores chunk i of s, and writes it to whole
-// when there is one.
-func storeChunk(pool *readerPool, s *span, i int, w *store.BlobWriter, prog *counter, whole *objects.Hasher) error {
-	r, err := pool.get(s.path)
+// storeChunk reads, hashes and stores s, a span of one chunk.
+func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, prog *counter) error {
+	r, release, err := pool.acquire(s.path)
 	if err != nil {
 		return err
 	}
-	off, n := objects.ChunkBounds(s.size, i)
+	defer release()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := (*bp)[:n]
-	if _, err := r.ReadAt(buf, s.off+off); err != nil {
-		return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, s.off+off)
+	buf := (*bp)[:s.size]
+	if _, err := r.ReadAt(buf, s.off); err != nil {
+		return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, s.size, s.off)
 	}
-	d := objects.Sum(buf)
-	s.chunks[i] = d
-	if whole != nil {
-		whole.Write(buf)
-	} else {
-		s.digest = d
-	}
-	if _, err := w.Put(d, buf); err != nil {
+	s.digest = objects.Sum(buf)
+	s.chunks[0] = s.digest
+	if _, err := w.Put(s.digest, buf); err != nil {
 		return err
 	}
-	prog.add(n)
+	prog.add(s.size)
 	return nil
 }
 
-// hashWhole streams s through one hasher; check, if given, sees every piece.
-func hashWhole(pool *readerPool, s *span, check func(*span, []byte) error) error {
-	r, err := pool.get(s.path)
+// filePass reads file f once, in order, a chunk of an extent at a time:
+// every chunk goes through the file's hasher and its span's, and, hashed
+// and stored, to the span's chunks (on a goroutine of its own, so that
+// one large file keeps two cores busy). Padding must be zeros; a tensor
+// placed again is hashed into again, for sameChunks. stored and again are
+// f's, by extent.
+func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
+	r, release, err := pool.acquire(f.Path)
 	if err != nil {
 		return err
 	}
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	hs := objects.NewHasher()
-	for off := int64(0); off < s.size; {
-		n := min(s.size-off, int64(len(*bp)))
-		buf := (*bp)[:n]
-		if _, err := r.ReadAt(buf, s.off+off); err != nil {
-			return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, n, s.off+off)
+	defer release()
+
+	type chunk struct {
+		bp *[]byte
+		s  *span
+		c  int
+	}
+	chunks := make(chan chunk, 1)
+	var storeErr atomic.Pointer[error]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ch := range chunks {
+			buf := *ch.bp
+			if storeErr.Load() == nil {
+				d := objects.Sum(buf)
+				ch.s.chunks[ch.c] = d
+				if len(ch.s.chunks) == 1 {
+					ch.s.digest = d
+				}
+				if _, err := w.Put(d, buf); err != nil {
+					storeErr.Store(&err)
+				}
+				prog.add(int64(len(buf)))
+			}
+			*ch.bp = (*ch.bp)[:cap(*ch.bp)]
+			bufPool.Put(ch.bp)
 		}
-		if check != nil {
-			if err := check(s, buf); err != nil {
+	}()
+	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(bp *[]byte, s *span, c int) {
+		chunks <- chunk{bp, s, c}
+	})
+	close(chunks)
+	<-done
+	if err != nil {
+		return err
+	}
+	if p := storeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// passExtents is filePass's reading side; send hands a chunk of a stored
+// span (its buffer sliced to the chunk) to the storing side.
+func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter,
+	storeErr *atomic.Pointer[error], send func(bp *[]byte, s *span, c int)) error {
+	file := objects.NewHasher()
+	for ei, e := range f.Extents {
+		s := stored[ei]
+		var whole *objects.Hasher
+		if s != nil && len(s.chunks) > 1 {
+			whole = objects.NewHasher()
+		}
+		if s == nil && e.Kind == formats.TensorData {
+			again[ei] = make([]objects.Digest, objects.ChunkCount(e.Size))
+		}
+		for c := range objects.ChunkCount(e.Size) {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if storeErr.Load() != nil {
+				return nil // filePass reports it
+			}
+			off, n := objects.ChunkBounds(e.Size, c)
+			bp := bufPool.Get().(*[]byte)
+			buf := (*bp)[:n]
+			if _, err := r.ReadAt(buf, e.Offset+off); err != nil {
+				bufPool.Put(bp)
+				return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", f.Path, n, e.Offset+off)
+			}
+			file.Write(buf)
+			switch {
+			case s != nil:
+				if whole != nil {
+					whole.Write(buf)
+				}
+				*bp = buf
+				send(bp, s, c)
+				continue
+			case e.Kind == formats.Zeros:
+				if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
+					bufPool.Put(bp)
+					return err
+				}
+			default:
+				again[ei][c] = objects.Sum(buf)
+			}
+			prog.add(n)
+			bufPool.Put(bp)
 		}
-		hs.Write(buf)
-		off += n
+		if whole != nil {
+			s.digest = whole.Digest()
+		}
 	}
-	s.digest = hs.Digest()
+	fs.digest = file.Digest()
 	return nil
 }
 

@@ -4,7 +4,9 @@
 //
 // Links are refused (path_traversal), with one exception: a Hugging Face cache
 // snapshot (…/models--ORG--NAME/snapshots/REV/) whose files are symlinks into
-// that repo's blobs/ folder; those links are followed, and only into it.
+// that repo's blobs/ folder; those links are followed, only into it, and
+// only while blobs/ is a real directory on the repo's own mount (not a link,
+// not a mount of somewhere else). File names must be UTF-8 (schema_error).
 package modeldir
 
 import (
@@ -15,8 +17,10 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
@@ -32,8 +36,13 @@ type Dir struct {
 	root     *os.Root
 	rootPath string
 	// blobs is the HF cache's blobs/ folder when the directory is a cache
-	// snapshot, else "".
+	// snapshot whose blobs/ may be followed into, else "".
 	blobs string
+	// noBlobs says why the links of a cache snapshot are not followed
+	// (blobs/ is a link, or a mount), when the directory is one.
+	noBlobs string
+	// blobsInfo is what blobs/ was when the directory was opened.
+	blobsInfo fs.FileInfo
 	// Files are the model's regular files, clean slash paths, sorted.
 	Files []string
 	// Single is true when the model was given as one file, not a directory.
@@ -74,8 +83,13 @@ func Open(p string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)
 	}
-	d := &Dir{root: root, rootPath: rootPath, blobs: hfBlobsDir(rootPath)}
+	d := &Dir{root: root, rootPath: rootPath}
+	d.blobs, d.blobsInfo, d.noBlobs = hfBlobsDir(rootPath)
 	if single != "" {
+		if err := checkName(single); err != nil {
+			root.Close()
+			return nil, err
+		}
 		d.Files, d.Single = []string{single}, true
 		if _, err := d.Stat(single); err != nil {
 			root.Close()
@@ -91,14 +105,51 @@ func Open(p string) (*Dir, error) {
 }
 
 // hfBlobsDir returns REPO/blobs when dir is REPO/snapshots/REV inside a
-// Hugging Face cache (REPO's base name starts with "models--").
-func hfBlobsDir(dir string) string {
+// Hugging Face cache (REPO's base name starts with "models--") and blobs/
+// is a real directory of REPO: not a link (which could point anywhere) and
+// on REPO's own filesystem (a mount could be of anywhere). When dir is a
+// snapshot whose blobs/ is not, why says so and blobs is "".
+func hfBlobsDir(dir string) (blobs string, info fs.FileInfo, why string) {
 	snapshots := filepath.Dir(dir)
 	repo := filepath.Dir(snapshots)
 	if filepath.Base(snapshots) != "snapshots" || !strings.HasPrefix(filepath.Base(repo), "models--") {
-		return ""
+		return "", nil, ""
 	}
-	return filepath.Join(repo, "blobs")
+	blobs = filepath.Join(repo, "blobs")
+	info, err := os.Lstat(blobs)
+	switch {
+	case err != nil:
+		return "", nil, fmt.Sprintf("the cache repo has no readable blobs folder (%v)", err)
+	case info.Mode()&os.ModeSymlink != 0:
+		return "", nil, blobs + " is a symbolic link, not the repo's own folder"
+	case !info.IsDir():
+		return "", nil, blobs + " is not a directory"
+	}
+	repoMount, err := mountOf(repo)
+	if err != nil {
+		return "", nil, fmt.Sprintf("the cache repo cannot be read (%v)", err)
+	}
+	blobsMount, err := mountOf(blobs)
+	if err != nil {
+		return "", nil, fmt.Sprintf("the cache repo's blobs folder cannot be read (%v)", err)
+	}
+	if blobsMount != repoMount {
+		return "", nil, blobs + " is a mount point, not the repo's own folder (a mount of somewhere else)"
+	}
+	return blobs, info, ""
+}
+
+// checkName refuses a file name that a manifest cannot hold: not valid
+// UTF-8 (schema_error, its bytes escaped), or not a clean relative path
+// (path_traversal).
+func checkName(p string) error {
+	if !utf8.ValidString(p) {
+		return errs.New(errs.SchemaError, "modeldir", "file name %s is not valid UTF-8; rename it (only UTF-8 names can be stored)", strconv.Quote(p))
+	}
+	if !objects.IsCleanPath(p) {
+		return errs.New(errs.PathTraversal, "modeldir", "file name %s cannot be stored safely", strconv.Quote(p))
+	}
+	return nil
 }
 
 // Close releases the directory.
@@ -119,10 +170,10 @@ func (d *Dir) list() error {
 			if skippedDirs[e.Name()] {
 				return fs.SkipDir
 			}
-			return nil
+			return checkName(p) // before its files are listed
 		}
-		if !objects.IsCleanPath(p) {
-			return errs.New(errs.PathTraversal, "modeldir", "file name %q cannot be stored safely", p)
+		if err := checkName(p); err != nil {
+			return err
 		}
 		if _, err := d.Stat(p); err != nil {
 			return err
@@ -140,6 +191,14 @@ func (d *Dir) Stat(p string) (int64, error) {
 		return 0, err
 	}
 	return info.Size(), nil
+}
+
+// Info returns the file info of the regular file at p (for a permitted
+// cache link, of the blob it resolves to), refusing links and special
+// files as Stat does.
+func (d *Dir) Info(p string) (fs.FileInfo, error) {
+	info, _, err := d.lstat(p)
+	return info, err
 }
 
 // Links returns the number of hard links to the regular file at p (for a
@@ -167,6 +226,9 @@ func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) 
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", errs.New(errs.NotFound, "modeldir", "%s: no such file in %s", p, d.rootPath)
 		}
+		if isSystemError(err) {
+			return nil, "", fmt.Errorf("modeldir: %w", err) // not the path's fault
+		}
 		return nil, "", errs.Wrap(errs.PathTraversal, "modeldir", err, "%s", p)
 	}
 	if info.Mode()&os.ModeSymlink != 0 {
@@ -178,9 +240,24 @@ func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) 
 	return info, "", nil
 }
 
+// isSystemError reports whether err is the system's trouble (out of
+// descriptors or memory, an I/O error, no permission) rather than a path
+// that leaves the directory.
+func isSystemError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EIO, syscall.EACCES, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // followCacheLink allows a symlink only inside an HF cache snapshot, and only
 // when it resolves to a regular file directly inside the repo's blobs/.
 func (d *Dir) followCacheLink(p string) (fs.FileInfo, string, error) {
+	if d.noBlobs != "" {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s is a symbolic link, and links of this cache snapshot are not followed: %s", p, d.noBlobs)
+	}
 	if d.blobs == "" {
 		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s is a symbolic link; links are refused outside a Hugging Face cache snapshot", p)
 	}
@@ -188,13 +265,24 @@ func (d *Dir) followCacheLink(p string) (fs.FileInfo, string, error) {
 	if err != nil {
 		return nil, "", errs.Wrap(errs.PathTraversal, "modeldir", err, "%s: link does not resolve", p)
 	}
+	// blobs/ is checked again: it must still be the folder Open checked,
+	// not a link or mount put in its place since.
+	blobsNow, err := os.Lstat(d.blobs)
+	if err != nil || !os.SameFile(blobsNow, d.blobsInfo) || blobsNow.Mode()&os.ModeSymlink != 0 {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s: the cache's blobs folder %s changed while the model was read", p, d.blobs)
+	}
 	blobs, err := filepath.EvalSymlinks(d.blobs)
 	if err != nil || filepath.Dir(target) != blobs {
-		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links outside the cache's blobs folder", p)
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links outside its cache repo's blobs folder %s", p, d.blobs)
 	}
 	info, err := os.Lstat(target)
 	if err != nil || !info.Mode().IsRegular() {
 		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links to something that is not a regular file", p)
+	}
+	targetMount, err1 := mountOf(target)
+	blobsMount, err2 := mountOf(d.blobs)
+	if err1 != nil || err2 != nil || targetMount != blobsMount {
+		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%s links to a file mounted into the cache's blobs folder from somewhere else", p)
 	}
 	return info, target, nil
 }
