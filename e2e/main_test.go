@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // bin is the mstore binary built once by TestMain, with failpoints
@@ -109,7 +110,7 @@ func sharedTestdata(t *testing.T, sub string) string {
 			return p
 		}
 		if filepath.Dir(dir) == dir {
-			t.Skipf("no shared/testdata/%s above %s: the real third-party files are not present in this checkout", sub, root)
+			testenv.Missing(t, "no shared/testdata/%s above %s: the real third-party files are not present in this checkout", sub, root)
 		}
 	}
 }
