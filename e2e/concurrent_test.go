@@ -23,7 +23,7 @@ import (
 func TestGCRacingAdd(t *testing.T) {
 	t.Parallel()
 	dirs, trees := crashModels(t, t.TempDir(), 3)
-	c := newCLI(t)
+	c := newRaceCLI(t)
 	c.add(dirs[0], "--name", "m")
 	c.ok("rm", "m") // garbage for gc to collect meanwhile
 
@@ -69,7 +69,7 @@ func TestGCRacingAdd(t *testing.T) {
 func TestLockOfKilledAddIsRecovered(t *testing.T) {
 	t.Parallel()
 	dirs, trees := crashModels(t, t.TempDir(), 2)
-	c := newCLI(t)
+	c := newRaceCLI(t)
 	c.add(dirs[0], "--name", "m")
 	add := c.start([]string{"MSTORE_FAILPOINT=" + store.FailBlobsDurable + ":stop"}, "add", dirs[1], "--name", "m")
 	add.waitStopped(t)
@@ -95,7 +95,7 @@ func TestParallelAddsWithGCLoop(t *testing.T) {
 	t.Parallel()
 	const writers, rounds = 3, 4
 	dirs, trees := crashModels(t, t.TempDir(), 5)
-	c := newCLI(t)
+	c := newRaceCLI(t)
 	c.ok("init")
 
 	var (

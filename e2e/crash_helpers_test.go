@@ -32,7 +32,7 @@ type proc struct {
 func (c *cli) start(env []string, args ...string) *proc {
 	c.t.Helper()
 	p := &proc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"--store", c.store}, args...)...)
+	p.cmd = exec.Command(c.exe(), append([]string{"--store", c.store}, args...)...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -68,6 +68,7 @@ func (p *proc) wait(t *testing.T) outcome {
 		<-p.done
 		t.Fatalf("mstore %v ran for a minute\nstderr: %s", p.cmd.Args, p.stderr.String())
 	}
+	requireNoRace(t, p.stderr.String())
 	var exit *exec.ExitError
 	switch {
 	case p.err == nil:

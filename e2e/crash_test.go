@@ -46,7 +46,7 @@ func TestKillAtRandomInstants(t *testing.T) {
 	root := t.TempDir()
 	dirs, trees := crashModels(t, root, 4)
 	digests := make([]objects.Digest, len(dirs))
-	scratch := newCLI(t)
+	scratch := newRaceCLI(t)
 	// How long each kind of command runs when nothing stops it: the kill
 	// instant is drawn from 0 to 1.3 times that.
 	avg := map[string]time.Duration{}
@@ -73,7 +73,7 @@ func TestKillAtRandomInstants(t *testing.T) {
 		treeOf[d] = i
 	}
 
-	c := newCLI(t)
+	c := newRaceCLI(t)
 	c.ok("init")
 	state := c.readNames()
 	stats := map[string]map[string]int{}
@@ -183,7 +183,7 @@ func TestKillWhileCreatingStore(t *testing.T) {
 	dirs, trees := crashModels(t, t.TempDir(), 1)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
 	for i := range 20 {
-		c := newCLI(t)
+		c := newRaceCLI(t)
 		p := c.start(nil, "add", dirs[0], "--name", "m")
 		select {
 		case <-p.done:

@@ -167,7 +167,7 @@ func TestAddTagConflict(t *testing.T) {
 // land, each as one move of the ref, and every version checks out.
 func TestConcurrentAdds(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t)
+	c := newRaceCLI(t)
 	c.ok("init", c.store)
 	tmp := t.TempDir()
 	const n = 4
@@ -179,7 +179,7 @@ func TestConcurrentAdds(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range srcs {
 		wg.Go(func() {
-			results[i] = execMstore(t, nil, "--store", c.store, "--json", "add", srcs[i], "--name", "llm")
+			results[i] = c.run("--json", "add", srcs[i], "--name", "llm")
 		})
 	}
 	wg.Wait()

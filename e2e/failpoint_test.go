@@ -32,7 +32,7 @@ func TestAddFailpoints(t *testing.T) {
 	for _, p := range points {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCLI(t)
+			c := newRaceCLI(t)
 			first := c.add(dirs[0], "--name", "m", "--tag", "v0")
 			before := c.readNames()
 
@@ -73,7 +73,7 @@ func TestGCFailpoints(t *testing.T) {
 		store.FailAfterIndexCommit, gc.FailAfterCommit, gc.FailAfterDelete} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
-			c := newCLI(t)
+			c := newRaceCLI(t)
 			for _, d := range dirs[:3] {
 				c.add(d, "--name", "m")
 			}
@@ -106,7 +106,7 @@ func TestTagAndRmFailpoints(t *testing.T) {
 		for _, point := range []string{store.FailBeforeIndexCommit, store.FailAfterIndexCommit} {
 			t.Run(args[0]+" "+args[1]+"/"+point, func(t *testing.T) {
 				t.Parallel()
-				c := newCLI(t)
+				c := newRaceCLI(t)
 				c.add(dirs[0], "--name", "m", "--tag", "v0")
 				c.add(dirs[1], "--name", "m")
 				before := c.readNames()

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mstore/mstore/internal/testenv"
 	"github.com/mstore/mstore/store"
 )
 
@@ -21,7 +22,7 @@ func TestFullDisk(t *testing.T) {
 	t.Parallel()
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (needs root and mount rights): %v: %s", err, strings.TrimSpace(string(out)))
+		testenv.Missing(t, "cannot mount a tmpfs to fill (needs root and mount rights): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/gguf/gguftest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // ggufModel writes tensors as GGUF files with mstore's own planner and
@@ -68,7 +69,7 @@ func TestGGUFRealFilesRoundTrip(t *testing.T) {
 	dir := sharedTestdata(t, "gguf")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if len(paths) == 0 {
-		t.Skipf("no .gguf files in %s", dir)
+		testenv.Missing(t, "no .gguf files in %s", dir)
 	}
 	c := newCLI(t)
 	for _, p := range paths {

@@ -14,10 +14,18 @@ import (
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
-// bin is the mstore binary built once by TestMain.
+// bin is the mstore binary built once by TestMain, with failpoints
+// (-tags failpoints) and without the race detector: most tests run it.
 var bin string
+
+// raceBin is bin built with -race when the suite runs with -race (else it
+// is bin): the crash and concurrency tests run it (newRaceCLI), so that the
+// race detector watches the real program under kills and parallel
+// commands. Only those tests run it, as it is several times slower.
+var raceBin string
 
 // home is a scratch directory used as HOME and XDG_DATA_HOME, so that a
 // command run without --store can never touch the user's own store.
@@ -28,11 +36,6 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	root, err := moduleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
 	tmp, err := os.MkdirTemp("", "mstore-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -45,13 +48,33 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/mstore")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/mstore: %v\n%s", err, out)
+	if err := buildMstore(bin, "-tags", "failpoints"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	raceBin = bin
+	if raceEnabled {
+		raceBin = filepath.Join(tmp, "mstore-race")
+		if err := buildMstore(raceBin, "-race", "-tags", "failpoints"); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	return m.Run()
+}
+
+// buildMstore runs `go build -o out flags... ./cmd/mstore` in the module.
+func buildMstore(out string, flags ...string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	build := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), "./cmd/mstore")...)
+	build.Dir = root
+	if msg, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s ./cmd/mstore: %v\n%s", strings.Join(flags, " "), err, msg)
+	}
+	return nil
 }
 
 // moduleRoot walks up from the working directory to the directory that
@@ -87,7 +110,7 @@ func sharedTestdata(t *testing.T, sub string) string {
 			return p
 		}
 		if filepath.Dir(dir) == dir {
-			t.Skipf("no shared/testdata/%s above %s: the real third-party files are not present in this checkout", sub, root)
+			testenv.Missing(t, "no shared/testdata/%s above %s: the real third-party files are not present in this checkout", sub, root)
 		}
 	}
 }
@@ -104,10 +127,19 @@ func (r result) String() string {
 	return fmt.Sprintf("mstore %s\nexit %d\nstdout: %s\nstderr: %s", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
 }
 
-// cli runs the binary against one store.
+// cli runs a binary against one store.
 type cli struct {
 	t     *testing.T
+	bin   string // bin or raceBin; "" is bin
 	store string
+}
+
+// exe is the binary c runs.
+func (c *cli) exe() string {
+	if c.bin == "" {
+		return bin
+	}
+	return c.bin
 }
 
 // newCLI returns a runner for a fresh, empty store directory (not yet
@@ -115,6 +147,15 @@ type cli struct {
 func newCLI(t *testing.T) *cli {
 	t.Helper()
 	return &cli{t: t, store: filepath.Join(t.TempDir(), "store")}
+}
+
+// newRaceCLI is newCLI running raceBin: for the crash and concurrency
+// tests.
+func newRaceCLI(t *testing.T) *cli {
+	t.Helper()
+	c := newCLI(t)
+	c.bin = raceBin
+	return c
 }
 
 // execMstore runs mstore with args exactly as given (no --store added) and
@@ -127,13 +168,21 @@ func execMstore(t *testing.T, env []string, args ...string) result {
 // execMstoreIn is execMstore in the working directory dir.
 func execMstoreIn(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return execBin(t, bin, dir, env, args...)
+}
+
+// execBin runs the binary exe with args in dir (the test's own working
+// directory if "") and the extra environment env.
+func execBin(t *testing.T, exe, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	requireNoRace(t, r.stderr)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -148,25 +197,40 @@ func execMstoreIn(t *testing.T, dir string, env []string, args ...string) result
 	return r
 }
 
+// requireNoRace fails the test if the race detector reported a data race
+// on an mstore process's stderr (a race binary reports and goes on, and
+// exits 66 at the end, if it still gets there).
+func requireNoRace(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Contains(stderr, "WARNING: DATA RACE") {
+		t.Errorf("the race detector found a data race in mstore:\n%s", stderr)
+	}
+}
+
 // cleanEnv is the test's environment without anything that could point
-// mstore at another store.
+// mstore at another store. A race binary would sleep a second at exit
+// (waiting for late reports) on every run: atexit_sleep_ms=0 removes that.
 func cleanEnv() []string {
 	var env []string
+	gorace := "atexit_sleep_ms=0"
 	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
+		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "MSTORE_DIR", "XDG_DATA_HOME", "HOME":
+			continue
+		case "GORACE":
+			gorace = v + " " + gorace
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "xdg"))
+	return append(env, "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "xdg"), "GORACE="+gorace)
 }
 
 // run runs `mstore --store STORE args...`.
 func (c *cli) run(args ...string) result {
 	c.t.Helper()
-	return execMstore(c.t, nil, append([]string{"--store", c.store}, args...)...)
+	return execBin(c.t, c.exe(), "", nil, append([]string{"--store", c.store}, args...)...)
 }
 
 // ok runs a command that must succeed and returns its stdout.

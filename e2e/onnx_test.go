@@ -12,6 +12,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // realONNX are the real models the ONNX tests add, relative to
@@ -47,7 +48,7 @@ func onnxCheck(t *testing.T, model string) onnxReport {
 	t.Helper()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import onnx").Run(); err != nil {
-		t.Skipf("%s cannot import onnx (install python3-onnx, as .ci/run does): %v", python, err)
+		testenv.Missing(t, "%s cannot import onnx (install python3-onnx, as .ci/run does): %v", python, err)
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -168,7 +169,7 @@ func ortRun(t *testing.T, model, spec string) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: the ONNX Runtime check is skipped")
+		testenv.Missing(t, "node is not installed: the ONNX Runtime check is skipped")
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -176,7 +177,7 @@ func ortRun(t *testing.T, model, spec string) string {
 	}
 	pkg := filepath.Join(root, ".ci", "node", "node_modules", "onnxruntime-node")
 	if _, err := os.Stat(pkg); err != nil {
-		t.Skipf("onnxruntime-node is not in %s (`npm install --prefix .ci/node --ignore-scripts onnxruntime-node`, as .ci/run does)", pkg)
+		testenv.Missing(t, "onnxruntime-node is not in %s (`npm install --prefix .ci/node --ignore-scripts onnxruntime-node`, as .ci/run does)", pkg)
 	}
 	cmd := exec.Command(node, filepath.Join(root, "e2e", "testdata", "ort_run.js"), pkg, model, spec)
 	var stderr bytes.Buffer

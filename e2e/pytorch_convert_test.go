@@ -9,13 +9,14 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/pytorch"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // requireTorch skips when Debian's python3-torch is missing.
 func requireTorch(t *testing.T) {
 	t.Helper()
 	if !haveTorch() {
-		t.Skipf("%s cannot import torch (install python3-torch, as .ci/run does)", debianPython)
+		testenv.Missing(t, "%s cannot import torch (install python3-torch, as .ci/run does)", debianPython)
 	}
 }
 
@@ -193,6 +194,8 @@ func TestPyTorchSharded(t *testing.T) {
 			}
 		}
 		requireSameTensors(t, "shards in torch", got, all)
+	} else {
+		testenv.Degraded(t, "%s cannot import torch (install python3-torch, as .ci/run does): the shards are not loaded", debianPython)
 	}
 }
 
@@ -208,7 +211,7 @@ func TestGGUFToPyTorch(t *testing.T) {
 	}
 	c.ok("checkout", "ll", out, "--format", "pytorch", "--drop-non-tensors")
 	if !haveTorch() {
-		t.Skipf("%s cannot import torch: the checkpoint is not loaded", debianPython)
+		testenv.Missing(t, "%s cannot import torch: the checkpoint is not loaded", debianPython)
 	}
 	r := torchDump(t, filepath.Join(out, pytorch.DefaultFile))[filepath.Join(out, pytorch.DefaultFile)]
 	if r.Error != "" || len(r.Tensors) != len(c.show("ll").Manifest.Tensors) {

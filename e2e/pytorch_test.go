@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // torchTensor is one tensor as torch_dump.py reports it.
@@ -128,7 +130,7 @@ func realCheckpoints(t *testing.T) []string {
 	})
 	sort.Strings(out)
 	if len(out) == 0 {
-		t.Skipf("%s holds no checkpoints", dir)
+		testenv.Missing(t, "%s holds no checkpoints", dir)
 	}
 	return out
 }
@@ -159,7 +161,7 @@ func TestPyTorchRealCheckpoints(t *testing.T) {
 		outs[p] = o
 	}
 	if !haveTorch() {
-		t.Skipf("%s cannot import torch (install python3-torch, as .ci/run does): conversions not compared with torch.load", debianPython)
+		testenv.Missing(t, "%s cannot import torch (install python3-torch, as .ci/run does): conversions not compared with torch.load", debianPython)
 	}
 	var dumps []string
 	for _, p := range paths {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // TestRealSafetensors adds every real third-party SafeTensors file and checks
@@ -21,7 +23,7 @@ func TestRealSafetensors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Skipf("%s holds no .safetensors files", dir)
+		testenv.Missing(t, "%s holds no .safetensors files", dir)
 	}
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {

@@ -123,7 +123,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				name := rapid.SampledFrom(names).Draw(rt, "name")
 				h := m.history[name]
 				if len(h) == 0 {
-					rt.Skip("no ref to tag")
+					rt.Skip("no ref to tag") // choice: rapid discards this drawn action
 				}
 				back := rapid.IntRange(0, len(h)-1).Draw(rt, "back")
 				v := h[len(h)-1-back]
@@ -216,7 +216,7 @@ func TestStoreAgainstModel(t *testing.T) {
 					want[s] = v
 				}
 				if len(specs) == 0 {
-					rt.Skip("nothing to check out")
+					rt.Skip("nothing to check out") // choice: rapid discards this drawn action
 				}
 				slices.Sort(specs)
 				s := rapid.SampledFrom(specs).Draw(rt, "spec")

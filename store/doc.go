@@ -31,5 +31,5 @@
 // (temp files, blob and pack files the index does not record) is not, and
 // Repair removes it. The write path goes through an FS, so that tests can
 // make any write, sync or rename fail; Failpoint lets tests stop a process
-// at named instants of an add (MSTORE_FAILPOINT).
+// at named instants of an add (MSTORE_FAILPOINT, in a -tags failpoints build).
 package store

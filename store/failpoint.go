@@ -1,18 +1,11 @@
 package store
 
-import (
-	"fmt"
-	"os"
-	"os/signal"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-)
-
 // Failpoints are named instants at which a test can make an mstore process
-// stop abruptly, to prove that a crash there loses nothing. The environment
-// variable MSTORE_FAILPOINT names one:
+// stop abruptly, to prove that a crash there loses nothing. They exist only
+// in a binary built with `-tags failpoints` (as the e2e tests build it); in
+// any other build Failpoint does nothing, so a released mstore cannot be
+// made to kill itself by its environment. In a failpoints build the
+// environment variable MSTORE_FAILPOINT names one:
 //
 //	MSTORE_FAILPOINT=NAME        the process SIGKILLs itself at NAME
 //	MSTORE_FAILPOINT=NAME:stop   the process SIGSTOPs itself at NAME and goes
@@ -24,6 +17,9 @@ import (
 // written in one index transaction, so there is no instant between the
 // index commit and the ref write: FailAfterIndexCommit is after both,
 // before the command reports success. gc has its own points (package gc).
+//
+// The names are declared here, in every build; the mechanism is in
+// failpoint_on.go (tag failpoints) and failpoint_off.go (no tag).
 const (
 	// FailBlobTempWritten: a blob's bytes are in a temp file (the first
 	// blob of a batch, loose or packed).
@@ -51,34 +47,3 @@ const (
 	// FailAddParsed: an add has parsed its model and read nothing else yet.
 	FailAddParsed = "add-parsed"
 )
-
-var failpoint = sync.OnceValues(func() (name, action string) {
-	v := os.Getenv("MSTORE_FAILPOINT")
-	name, action, _ = strings.Cut(v, ":")
-	return name, action
-})
-
-var failpointFired atomic.Bool
-
-// Failpoint stops the process if MSTORE_FAILPOINT names point, the first
-// time the process reaches it. Without the variable it costs a comparison.
-func Failpoint(point string) {
-	name, action := failpoint()
-	if name == "" || name != point || failpointFired.Swap(true) {
-		return
-	}
-	switch action {
-	case "stop":
-		// A signal to oneself is delivered asynchronously: wait for the
-		// SIGCONT, so that nothing runs past the point before the stop.
-		cont := make(chan os.Signal, 1)
-		signal.Notify(cont, syscall.SIGCONT)
-		defer signal.Stop(cont)
-		fmt.Fprintf(os.Stderr, "mstore: failpoint %s: stopped (send SIGCONT to go on)\n", point)
-		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-		<-cont
-	default:
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way; run nothing else
-	}
-}

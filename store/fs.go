@@ -1,10 +1,6 @@
 package store
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "os"
 
 // FS is the file-system calls the store's write path makes: writing temp
 // files, making them durable, renaming them into place and removing files.
@@ -58,7 +54,7 @@ func (OSFS) SyncFS(dir string) error {
 		return err
 	}
 	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
+	if err := syncfs(f); err != nil {
 		return &os.PathError{Op: "syncfs", Path: dir, Err: err}
 	}
 	return nil
@@ -81,6 +77,6 @@ func (OSFS) SyncDir(dir string) error {
 // FS implementations are left alone.
 func startWriteback(f WritableFile) {
 	if osf, ok := f.(*os.File); ok {
-		unix.SyncFileRange(int(osf.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+		startFileWriteback(osf)
 	}
 }

@@ -59,7 +59,7 @@ func TestLockModes(t *testing.T) {
 // when there is none.
 func TestSharedLockOnReadOnlyStore(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("running as root: permissions do not stop root from creating the lock file")
+		t.Skip("running as root: permissions do not stop root from creating the lock file") // choice: root is not stopped by permissions, nothing to check
 	}
 	st := newStore(t)
 	if err := os.Chmod(st.Dir(), 0o555); err != nil {

@@ -26,7 +26,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A write to a closed pipe then fails with EPIPE, which output keeps
+	// and main reports with a message and exit code 1, instead of the Go
+	// runtime killing the process by SIGPIPE without a word.
+	signal.Ignore(syscall.SIGPIPE)
 	app := newApp()
+	stdout := &output{w: os.Stdout}
+	app.Writer = stdout
 	if path := os.Getenv("MSTORE_CPUPROFILE"); path != "" { // for developers measuring mstore
 		if f, err := os.Create(path); err == nil {
 			pprof.StartCPUProfile(f)
@@ -36,6 +42,9 @@ func main() {
 	args, err := reorderArgs(app, os.Args)
 	if err == nil {
 		err = app.RunContext(ctx, args)
+	}
+	if err == nil && stdout.err != nil {
+		err = stdout.err
 	}
 	pprof.StopCPUProfile()
 	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
@@ -83,7 +92,10 @@ func classOf(err error) (key string, code int) {
 	if c := errs.ClassOf(err); c != 0 {
 		return c.Key(), c.ExitCode()
 	}
+	var out *outputError
 	switch {
+	case errors.As(err, &out):
+		return "io_error", 1
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return errs.SizeLimitExceeded.Key(), errs.SizeLimitExceeded.ExitCode()
 	case errors.Is(err, fs.ErrNotExist):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // replan plans a parsed model again as one file, with the key/values and
@@ -56,7 +57,7 @@ func TestConformance(t *testing.T) {
 	name := "llama-2-tiny-random.gguf"
 	b, ok := realFiles(t)[name]
 	if !ok {
-		t.Skipf("%s is not in shared/testdata/gguf", name)
+		testenv.Missing(t, "%s is not in shared/testdata/gguf", name)
 	}
 	truncations, flips := 48, 128
 	if raceEnabled {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // spec is a tensor to generate; its bytes are a function of its name.
@@ -105,11 +106,11 @@ func realFiles(t testing.TB) map[string][]byte {
 	t.Helper()
 	dir := testdataDir("gguf")
 	if dir == "" {
-		t.Skip("no shared/testdata/gguf above the working directory: real-file checks skipped")
+		testenv.Missing(t, "no shared/testdata/gguf above the working directory: real-file checks skipped")
 	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if err != nil || len(paths) == 0 {
-		t.Skipf("no .gguf files in %s", dir)
+		testenv.Missing(t, "no .gguf files in %s", dir)
 	}
 	sort.Strings(paths)
 	if raceEnabled || testing.Short() {

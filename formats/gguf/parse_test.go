@@ -11,6 +11,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // raw builds a GGUF file piece by piece, so that a test can break any part.
@@ -185,7 +186,7 @@ func TestHeaderOverTheLimitIsSizeLimitExceeded(t *testing.T) {
 func TestTruncatedOllamaFileIsRefused(t *testing.T) {
 	dir := testdataDir("bad")
 	if dir == "" {
-		t.Skip("no shared/testdata/bad above the working directory")
+		testenv.Missing(t, "no shared/testdata/bad above the working directory")
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "ollama-test-truncated.gguf"))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 func TestKVJSONRoundTrip(t *testing.T) {
@@ -187,7 +188,7 @@ func TestPlanReproducesRealFile(t *testing.T) {
 	name := "llama-2-tiny-random.gguf"
 	b, ok := realFiles(t)[name]
 	if !ok {
-		t.Skipf("%s not in shared/testdata/gguf", name)
+		testenv.Missing(t, "%s not in shared/testdata/gguf", name)
 	}
 	files := map[string][]byte{name: b}
 	l, err := parseFiles(files)

@@ -10,6 +10,7 @@ import (
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // extModel is a model with one 4×F32 initializer "w" whose external data
@@ -134,7 +135,7 @@ func TestLinkedDataFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := make(filepath.Join(dir, "w.bin")); err != nil {
-				t.Skipf("cannot make a %s here: %v", name, err)
+				testenv.Missing(t, "cannot make a %s here: %v", name, err)
 			}
 			d, err := modeldir.Open(filepath.Join(dir, "m.onnx")) // the single-file form: w.bin is found through m.onnx
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // msg builds protobuf messages for test models, field by field.
@@ -116,7 +117,7 @@ func realSamples(t testing.TB) []formattest.Sample {
 	t.Helper()
 	root := testdataDir()
 	if root == "" {
-		t.Skip("no shared/testdata/onnx above the working directory: real-model checks skipped")
+		testenv.Missing(t, "no shared/testdata/onnx above the working directory: real-model checks skipped")
 	}
 	var models []string
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -126,7 +127,7 @@ func realSamples(t testing.TB) []formattest.Sample {
 		return err
 	})
 	if err != nil || len(models) == 0 {
-		t.Skipf("no .onnx files in %s (%v)", root, err)
+		testenv.Missing(t, "no .onnx files in %s (%v)", root, err)
 	}
 	sort.Strings(models)
 	var out []formattest.Sample

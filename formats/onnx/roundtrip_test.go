@@ -7,6 +7,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // TestRealModelsConformance runs the shared suite on every real model:
@@ -114,7 +115,7 @@ func TestRawModelsPlanToThemselves(t *testing.T) {
 		same++
 	}
 	if same == 0 {
-		t.Skip("no single-file real model")
+		testenv.Missing(t, "no single-file real model")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // testdataDir finds shared/testdata/SUB by walking up from the working
@@ -25,7 +26,7 @@ func realFiles(t testing.TB, sub string) map[string][]byte {
 	t.Helper()
 	dir := testdataDir(sub)
 	if dir == "" {
-		t.Skipf("no shared/testdata/%s above the working directory: real-file checks skipped", sub)
+		testenv.Missing(t, "no shared/testdata/%s above the working directory: real-file checks skipped", sub)
 	}
 	out := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

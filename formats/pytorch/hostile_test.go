@@ -9,6 +9,7 @@ import (
 
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // call is a pickle that calls module.name(args…) at the top level, as an
@@ -169,7 +170,7 @@ func TestNothingRuns(t *testing.T) {
 	}
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 is not installed: the control (Python's pickle does run these) is skipped")
+		testenv.Missing(t, "python3 is not installed: the control (Python's pickle does run these) is skipped")
 	}
 	for name, pkl := range pickles {
 		cmd := exec.Command(python, "-c", "import pickle, sys; pickle.loads(sys.stdin.buffer.read())")

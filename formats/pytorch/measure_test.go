@@ -14,7 +14,7 @@ import (
 func TestMeasureParse(t *testing.T) {
 	dir := os.Getenv("MSTORE_PYTORCH_BENCH")
 	if dir == "" {
-		t.Skip("set MSTORE_PYTORCH_BENCH to a directory of large checkpoints to time Parse")
+		t.Skip("set MSTORE_PYTORCH_BENCH to a directory of large checkpoints to time Parse") // choice: an opt-in measurement
 	}
 	d, err := modeldir.Open(dir)
 	if err != nil {

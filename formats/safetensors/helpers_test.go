@@ -9,6 +9,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // rawFile builds a file from a header taken literally (no padding) and the
@@ -105,11 +106,11 @@ func realFiles(t testing.TB) map[string][]byte {
 	t.Helper()
 	dir := testdataDir()
 	if dir == "" {
-		t.Skip("no shared/testdata/safetensors above the working directory: real-file checks skipped")
+		testenv.Missing(t, "no shared/testdata/safetensors above the working directory: real-file checks skipped")
 	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if err != nil || len(paths) == 0 {
-		t.Skipf("no .safetensors files in %s", dir)
+		testenv.Missing(t, "no .safetensors files in %s", dir)
 	}
 	sort.Strings(paths)
 	out := map[string][]byte{}
