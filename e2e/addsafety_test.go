@@ -12,6 +12,7 @@ import (
 
 	"github.com/mstore/mstore/internal/testmodel"
 	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // TestAddOfFileRewrittenWhileAdded stops an add right after it has parsed
@@ -83,7 +84,7 @@ func TestAddOfFileRewrittenWhileAdded(t *testing.T) {
 func TestAddUnderLowFileLimit(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("prlimit (util-linux) is not installed")
+		testenv.Missing(t, "prlimit (util-linux) is not installed")
 	}
 	dir := smallModelDir(t, filepath.Join(t.TempDir(), "model"), 7)
 	const n = 2000

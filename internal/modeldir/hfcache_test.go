@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // hfCache makes hub/models--acme--llm with blobs/b1 and a snapshot whose
@@ -154,14 +155,14 @@ func TestHFCacheBlobsMount(t *testing.T) {
 // only): same device as its source, told apart by the mount id.
 func TestHFCacheBlobsBindMount(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("bind mounts need root")
+		testenv.Missing(t, "bind mounts need root")
 	}
 	repo, snap := hfCache(t)
 	elsewhere := t.TempDir()
 	write(t, filepath.Join(elsewhere, "b1"), "weights")
 	blobs := filepath.Join(repo, "blobs")
 	if out, err := exec.Command("mount", "--bind", elsewhere, blobs).CombinedOutput(); err != nil {
-		t.Skipf("mount --bind: %v: %s", err, out)
+		testenv.Missing(t, "mount --bind: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", blobs).Run() })
 	if _, err := Open(snap); errs.ClassOf(err) != errs.PathTraversal {
