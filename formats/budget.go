@@ -38,11 +38,25 @@ func (l Limits) Budget(pkg, path string, input int64) *Budget {
 	if l.MaxParseMemory > 0 {
 		b.ceiling, b.fromFlag = l.MaxParseMemory, true
 	}
+	b.setLimit()
+	return b
+}
+
+func (b *Budget) setLimit() {
 	b.limit = b.ceiling
 	if b.input < (b.ceiling-BudgetBase)/BudgetPerInputByte {
 		b.limit = min(b.ceiling, b.input*BudgetPerInputByte+BudgetBase)
 	}
-	return b
+}
+
+// ReadTo tells a budget made before the input's size was known (a
+// streamed header) that n bytes have been read in all: the budget grows
+// with them.
+func (b *Budget) ReadTo(n int64) {
+	if b != nil && n > b.input {
+		b.input = n
+		b.setLimit()
+	}
 }
 
 // Charge records n more bytes built, or fails with size_limit_exceeded,
@@ -82,6 +96,8 @@ func humanSize(n int64) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:
 		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
 	case n >= 1<<10:

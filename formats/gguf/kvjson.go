@@ -25,9 +25,9 @@ import (
 func EncodeKVs(kvs []KV) []byte {
 	var n int64
 	for _, kv := range kvs {
-		n += kvSize(kv) + 48
+		n += int64(len(kv.Key)) + jsonSize(kv.Value) + 64
 	}
-	b := make([]byte, 0, n+n/4)
+	b := make([]byte, 0, n) // an upper bound: one allocation for a byte array of millions
 	b = append(b, '[')
 	for i, kv := range kvs {
 		if i > 0 {
@@ -176,23 +176,22 @@ func DecodeKVs(b []byte) ([]KV, error) {
 			return nil, bad("key %q: unknown type %q", key, r.Type)
 		}
 		v := Value{Type: t}
-		var elems []json.RawMessage
 		if t == TypeArray {
 			if v.Type, ok = typeByValueName[r.Elem]; !ok || v.Type == TypeArray {
 				return nil, bad("key %q: bad array element type %q", key, r.Elem)
 			}
 			v.Array = true
-			if err := json.Unmarshal(r.Value, &elems); err != nil || elems == nil {
-				return nil, bad("key %q: value is not an array", key)
+			// Element by element: a tokenizer or a byte array of millions
+			// of elements decodes into its Raw bytes or strings, never
+			// into a value per element.
+			if err := eachElem(r.Value, v.appendJSON); err != nil {
+				return nil, bad("key %q: %v", key, err)
 			}
 		} else {
 			if r.Elem != "" {
 				return nil, bad("key %q: a %s has no element type", key, r.Type)
 			}
-			elems = []json.RawMessage{r.Value}
-		}
-		for _, e := range elems {
-			if err := v.appendJSON(e); err != nil {
+			if err := v.appendJSON(r.Value); err != nil {
 				return nil, bad("key %q: %v", key, err)
 			}
 		}
@@ -202,6 +201,72 @@ func DecodeKVs(b []byte) ([]KV, error) {
 		out = append(out, KV{Key: key, Value: v})
 	}
 	return out, nil
+}
+
+// eachElem calls fn with each element of raw, a JSON array (the decoder
+// has checked that raw is valid JSON).
+func eachElem(raw []byte, fn func(json.RawMessage) error) error {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return errs.New(errs.SchemaError, pkg, "value is not an array")
+	}
+	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == ']' {
+		return nil
+	}
+	for i < len(raw) {
+		end := skipValue(raw, i)
+		if err := fn(raw[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ']' {
+			return nil
+		}
+		if i >= len(raw) || raw[i] != ',' {
+			break
+		}
+		i = skipSpace(raw, i+1)
+	}
+	return errs.New(errs.SchemaError, pkg, "value is not an array")
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(b))
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // appendJSON adds one JSON element to v.
@@ -227,7 +292,7 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 		v.Strs = append(v.Strs, string(raw))
 		return nil
 	}
-	bits, err := parseJSONNumber(v.Type, string(e))
+	bits, err := parseJSONNumber(v.Type, string(e)) // a short string, kept on the stack
 	if err != nil {
 		return err
 	}
@@ -239,9 +304,20 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 	return nil
 }
 
+// errNotA is an element that is not of its array's type.
+type errNotA struct {
+	elem string
+	t    ValueType
+}
+
+func (e errNotA) Error() string {
+	return errs.New(errs.SchemaError, pkg, "%s is not a %s", e.elem, e.t).Error()
+}
+func (e errNotA) Unwrap() error { return errs.SchemaError }
+
 // parseJSONNumber returns the bits of one element of type t.
 func parseJSONNumber(t ValueType, s string) (uint64, error) {
-	bad := errs.New(errs.SchemaError, pkg, "%s is not a %s", s, t)
+	bad := errNotA{s, t} // formatted only when shown: arrays hold millions of elements
 	switch t {
 	case TypeBool:
 		switch s {

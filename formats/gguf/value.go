@@ -207,6 +207,22 @@ func kvSize(kv KV) int64 {
 	return n + int64(len(kv.Value.Raw))
 }
 
+// jsonSize bounds the length of v in EncodeKVs' JSON: the longest
+// decimal of each element type, and strings at worst escaped ("\u00XX")
+// or in base64.
+func jsonSize(v Value) int64 {
+	if v.Type == TypeString {
+		var n int64
+		for _, s := range v.Strs {
+			n += 6*int64(len(s)) + 16
+		}
+		return n
+	}
+	perElem := map[ValueType]int64{TypeUint8: 4, TypeInt8: 5, TypeBool: 6, TypeUint16: 6, TypeInt16: 7,
+		TypeUint32: 11, TypeInt32: 12, TypeFloat32: 16, TypeUint64: 21, TypeInt64: 21, TypeFloat64: 26}[v.Type]
+	return int64(v.Len()) * perElem
+}
+
 // checkValue refuses what a GGUF value cannot be: an unknown or nested
 // type, a scalar that is not one element, raw bytes that are not whole
 // elements, and bools other than 0 and 1 (the spec calls anything else

@@ -10,7 +10,10 @@ import (
 // Codec is the SafeTensors codec.
 var Codec formats.Codec = codec{}
 
-type codec struct{}
+type codec struct{ limits formats.Limits }
+
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
 
 // Name is the format's key in manifests.
 func (codec) Name() string { return "safetensors" }
@@ -23,7 +26,7 @@ func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p)
 // files in path order; each .safetensors file as its frame (length prefix
 // and header, padding included) then its tensors in data-offset order; each
 // index as one frame. Tensor data is never read.
-func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	var containers, indexPaths []string
 	for _, p := range paths {
 		switch {
@@ -54,7 +57,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	headers := map[string]*header{}
 	sizes := map[string]int64{}
 	for _, p := range containers {
-		h, size, err := readHeader(dir, p)
+		h, size, err := readHeader(dir, p, c.limits)
 		if err != nil {
 			return nil, err
 		}
