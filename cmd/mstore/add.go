@@ -18,6 +18,7 @@ var addCommand = &cli.Command{
 		&cli.Int64Flag{Name: "max-entries", Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
 		&cli.StringFlag{Name: "max-entry-bytes", Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
 		&cli.IntFlag{Name: "max-json-depth", Usage: "MPK: refuse JSON nested deeper than this (default 64)"},
+		parseMemoryFlag,
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
