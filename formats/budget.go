@@ -100,6 +100,8 @@ func humanSize(n int64) string {
 		return fmt.Sprintf("%dMiB", n>>20)
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
 	case n >= 1<<10:
 		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
 	}
