@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"sort"
@@ -281,7 +280,7 @@ func diffKVs(model string, a, b []gguf.KV) (changes []ggufKVChange, unchanged in
 		switch {
 		case !ok:
 			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "added", To: summary(kv)})
-		case bytes.Equal(gguf.EncodeKVs([]gguf.KV{o}), gguf.EncodeKVs([]gguf.KV{kv})):
+		case o.Value.Equal(kv.Value):
 			unchanged++
 		default:
 			from, to := summary(o), summary(kv)
@@ -303,10 +302,12 @@ func summary(kv gguf.KV) string {
 	return typeLabel(kv.Value) + " " + strings.ReplaceAll(valueText(kv, false), "\n", `\n`)
 }
 
+// firstDifference is the first index where two arrays of one type differ,
+// compared by their bits (no text per element: arrays hold millions).
 func firstDifference(a, b gguf.Value) int {
 	n := min(a.Len(), b.Len())
 	for i := range n {
-		if elemText(a, i, 1<<30) != elemText(b, i, 1<<30) {
+		if a.Type == gguf.TypeString && a.Strs[i] != b.Strs[i] || a.Type != gguf.TypeString && a.Uint(i) != b.Uint(i) {
 			return i
 		}
 	}

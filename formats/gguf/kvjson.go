@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -154,7 +155,7 @@ func DecodeKVs(b []byte) ([]KV, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, bad("%v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF { // More() would miss a stray ']'
 		return nil, bad("text after the array")
 	}
 	out := make([]KV, 0, len(raw))

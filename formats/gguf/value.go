@@ -1,7 +1,9 @@
 package gguf
 
 import (
+	"bytes"
 	"encoding/binary"
+	"slices"
 	"math"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -70,6 +72,12 @@ type Value struct {
 	Array bool
 	Raw   []byte
 	Strs  []string
+}
+
+// Equal reports whether v and w are the same value, bit for bit (as their
+// EncodeKVs JSON would be), without encoding either.
+func (v Value) Equal(w Value) bool {
+	return v.Type == w.Type && v.Array == w.Array && bytes.Equal(v.Raw, w.Raw) && slices.Equal(v.Strs, w.Strs)
 }
 
 // Len is the number of elements (1 for a scalar).
