@@ -3,8 +3,8 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
-	"slices"
 	"math"
+	"slices"
 
 	"github.com/mstore/mstore/internal/errs"
 )
