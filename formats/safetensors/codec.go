@@ -66,7 +66,11 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 
 	// Names must be unique across the model before an index is checked, so
 	// that a tensor's file is well defined.
-	fileOf := map[string]string{}
+	total := 0
+	for _, p := range containers {
+		total += len(headers[p].tensors)
+	}
+	fileOf := make(map[string]string, total)
 	for _, p := range containers {
 		for _, e := range headers[p].tensors {
 			if other, dup := fileOf[e.name]; dup {
@@ -81,7 +85,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		}
 	}
 
-	l := &formats.Layout{Format: Codec.Name()}
+	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, 0, total)}
 	for _, p := range paths {
 		if idx := indexes[p]; idx != nil {
 			l.Files = append(l.Files, formats.File{
