@@ -121,4 +121,16 @@ func TestHumanOutputEscapesControls(t *testing.T) {
 	if !exact {
 		t.Errorf("show --json does not carry the exact key/value %q", "x."+hostile)
 	}
+
+	// An error names the file it refuses: escaped on a terminal, exact in
+	// JSON.
+	bad := writeFile(t, filepath.Join(root, "bad", hostile+".safetensors"), []byte("\x10\x00\x00\x00\x00\x00\x00\x00{not json}"))
+	r := c.run("add", bad, "--name", "bad")
+	if r.code == 0 {
+		t.Fatalf("a broken file was added:\n%s", r)
+	}
+	requireNoControls(t, "an error message", r.stderr)
+	if msg := c.fail("invalid_archive", "add", bad, "--name", "bad"); !strings.Contains(msg, hostile) {
+		t.Errorf("the --json error does not carry the exact file name: %q", msg)
+	}
 }

@@ -47,7 +47,7 @@ var addCommand = &cli.Command{
 			return e.printJSON(res)
 		}
 		for _, w := range res.Warnings {
-			e.note("warning: %s\n", w)
+			e.note("warning: %s\n", safe(w))
 		}
 		e.printf("%s\n", res.Digest)
 		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
