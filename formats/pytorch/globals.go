@@ -258,7 +258,11 @@ func (m *machine) reduce(fn, argsV value, at int) (value, error) {
 			return bad("takes a list")
 		}
 		for _, v := range items {
-			if _, err := hashKey(v, m.lim.MaxDepth, m.budget); err != nil {
+			h, err := hashKey(v, m.lim.MaxDepth, m.budget)
+			if err == nil { // charged, though not kept: the next item's spelling then stops sooner
+				err = m.budget.Charge(int64(len(h)))
+			}
+			if err != nil {
 				return nil, m.wrap(err, at)
 			}
 			s.depth = max(s.depth, depthOf(v)+1)

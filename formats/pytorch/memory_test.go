@@ -3,6 +3,7 @@ package pytorch
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
@@ -88,4 +89,33 @@ func TestMemoryBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSetOfSharedTuples: a set whose thousand items are one memo-shared
+// tuple of 2M short strings. Each item is spelled out to be hashed; the
+// spellings are charged, so the parse stops after a few instead of copying
+// gigabytes a thousand times.
+func TestSetOfSharedTuples(t *testing.T) {
+	const fan, levels = 8, 7
+	p := newPickle().global("builtins", "set").op(opMark, opEmptyList)
+	for range levels {
+		p.op(opMark)
+	}
+	p.str("s").op(opBinPut, 0)
+	for l := range levels {
+		for range fan - 1 {
+			p.op(opBinGet, byte(l))
+		}
+		p.op(opTuple, opBinPut, byte(l+1))
+	}
+	p.op(opAppend, opMark)
+	for range 999 {
+		p.op(opBinGet, byte(levels))
+	}
+	p.op(opAppends, opTuple, opReduce)
+	files := map[string][]byte{"m.pt": checkpointOf(p.stop(), map[string][]byte{"0": f32(4)})}
+	start := time.Now()
+	_, err := Codec.Parse(formattest.NewMemDir(files), []string{"m.pt"})
+	wantClass(t, err, errs.SizeLimitExceeded, "--max-parse-memory")
+	t.Logf("refused in %v", time.Since(start))
 }
