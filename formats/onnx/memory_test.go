@@ -56,3 +56,23 @@ func TestMemoryBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedScopesCharged: 30 If nodes nested through their then_branch,
+// each named with 256 KiB: every subgraph's scope spells all the names
+// above it (116 MiB in all from 7.5 MiB of protobuf), and that is charged.
+func TestNestedScopesCharged(t *testing.T) {
+	g := graphMsg(rawTensor("w", 1, f32(1), 1))
+	for i := range 30 {
+		g = graphMsg().sub(graphNode, ifNode(fmt.Sprintf("%0262144d", i), g))
+	}
+	files := map[string][]byte{"m.onnx": modelMsg(g)}
+	for _, c := range []struct {
+		limit int64
+		class errs.Class
+	}{{0, 0}, {64 << 20, errs.SizeLimitExceeded}} {
+		_, err := Codec.(formats.Limited).WithLimits(formats.Limits{MaxParseMemory: c.limit}).Parse(formattest.NewMemDir(files), []string{"m.onnx"})
+		if errs.ClassOf(err) != c.class {
+			t.Errorf("cap %d: %v, want class %v", c.limit, err, c.class)
+		}
+	}
+}

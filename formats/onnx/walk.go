@@ -346,6 +346,12 @@ func (w *walker) attribute(n *node, info nodeInfo, sc scope, depth int) error {
 			}
 		case attrG, attrGraphs:
 			child := sc.child(item(info.label() + "." + name))
+			// A subgraph's scope spells all its parents' names: nested
+			// graphs with long node names make it grow with the square
+			// of the depth.
+			if err := w.budget.Charge(int64(len(child)) + 16); err != nil {
+				return err
+			}
 			if err := w.sub(n, f, "graph", depth+1, func(g *node) error { return w.graph(g, child, depth+1) }); err != nil {
 				return err
 			}
