@@ -39,7 +39,7 @@ func byteArrayGGUF(n int) []byte {
 // small --max-parse-memory refuses it, naming the flag.
 func TestMemoryBudget(t *testing.T) {
 	n, limit := 16_000_000, int64(64<<20) // at 30 MB, show took 3.5 GB before DecodeKVs walked arrays in place
-	if raceEnabled { // ten times slower: an eighth of the elements, and of the cap
+	if raceEnabled {                      // ten times slower: an eighth of the elements, and of the cap
 		n, limit = 2_000_000, 8<<20
 	}
 	parse := func(limit int64) (*formats.Layout, error) {
