@@ -38,8 +38,9 @@ func byteArrayGGUF(n int) []byte {
 // manifest (as show and diff do) stay proportional to its size, and a
 // small --max-parse-memory refuses it, naming the flag.
 func TestMemoryBudget(t *testing.T) {
-	n, limit := 16_000_000, int64(64<<20) // at 30 MB, show took 3.5 GB before DecodeKVs walked arrays in place
-	if raceEnabled {                      // ten times slower: an eighth of the elements, and of the cap
+	// At 30 MB, show took 3.5 GB before DecodeKVs walked arrays in place.
+	n, limit := 16_000_000, int64(64<<20)
+	if raceEnabled { // ten times slower: an eighth of the elements, and of the cap
 		n, limit = 2_000_000, 8<<20
 	}
 	parse := func(limit int64) (*formats.Layout, error) {
