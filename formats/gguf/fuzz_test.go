@@ -179,3 +179,26 @@ func FuzzDecodeKVs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainInteger: the fast path for integer elements agrees with
+// parseJSONNumber wherever it answers.
+func FuzzPlainInteger(f *testing.F) {
+	for _, s := range []string{"0", "-0", "255", "256", "-128", "-129", "127", "128", "65535", "-32768", "4294967295",
+		"999999999999999999", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "01", "1e3", "-", ""} {
+		f.Add(s, uint8(TypeUint8))
+	}
+	f.Fuzz(func(t *testing.T, s string, typ uint8) {
+		vt := ValueType(typ % uint8(typeCount))
+		if vt == TypeArray || vt == TypeString || vt == TypeBool || vt == TypeFloat32 || vt == TypeFloat64 {
+			return
+		}
+		got, ok := plainInteger(vt, []byte(s))
+		if !ok {
+			return
+		}
+		want, err := parseJSONNumber(vt, s)
+		if err != nil || got != want {
+			t.Fatalf("%s %q: fast path %d, parseJSONNumber %d (%v)", vt, s, got, want, err)
+		}
+	})
+}

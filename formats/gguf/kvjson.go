@@ -184,7 +184,14 @@ func DecodeKVs(b []byte) ([]KV, error) {
 			v.Array = true
 			// Element by element: a tokenizer or a byte array of millions
 			// of elements decodes into its Raw bytes or strings, never
-			// into a value per element.
+			// into a value per element; counted first, to allocate once.
+			n := 0
+			eachElem(r.Value, func(json.RawMessage) error { n++; return nil })
+			if v.Type == TypeString {
+				v.Strs = make([]string, 0, n)
+			} else {
+				v.Raw = make([]byte, 0, n*v.Type.width())
+			}
 			if err := eachElem(r.Value, v.appendJSON); err != nil {
 				return nil, bad("key %q: %v", key, err)
 			}
@@ -293,9 +300,12 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 		v.Strs = append(v.Strs, string(raw))
 		return nil
 	}
-	bits, err := parseJSONNumber(v.Type, string(e)) // a short string, kept on the stack
-	if err != nil {
-		return err
+	bits, ok := plainInteger(v.Type, e) // the common case, without a string per element
+	if !ok {
+		var err error
+		if bits, err = parseJSONNumber(v.Type, string(e)); err != nil {
+			return err
+		}
 	}
 	var b [8]byte
 	for i := range b {
@@ -303,6 +313,39 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 	}
 	v.Raw = append(v.Raw, b[:v.Type.width()]...)
 	return nil
+}
+
+// plainInteger parses e, an element of an integer type t written as
+// EncodeKVs writes it (decimal, '-' only for signed types), when it fits;
+// anything else is left to parseJSONNumber.
+func plainInteger(t ValueType, e []byte) (uint64, bool) {
+	signed := t == TypeInt8 || t == TypeInt16 || t == TypeInt32 || t == TypeInt64
+	if !signed && t != TypeUint8 && t != TypeUint16 && t != TypeUint32 && t != TypeUint64 {
+		return 0, false
+	}
+	neg := signed && len(e) > 1 && e[0] == '-'
+	digits := e
+	if neg {
+		digits = e[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || len(digits) > 1 && digits[0] == '0' {
+		return 0, false // longer ones may overflow: the general path checks them
+	}
+	var u uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	bits := uint(t.width() * 8)
+	if !signed {
+		return u, bits == 64 || u < 1<<bits
+	}
+	if neg {
+		return uint64(-int64(u)), u <= 1<<(bits-1)
+	}
+	return u, u < 1<<(bits-1)
 }
 
 // errNotA is an element that is not of its array's type.
