@@ -122,6 +122,17 @@ func TestHumanOutputEscapesControls(t *testing.T) {
 		t.Errorf("show --json does not carry the exact key/value %q", "x."+hostile)
 	}
 
+	// A PyTorch checkpoint whose second name is a view of the first:
+	// show lists the views by name.
+	pkl := (&pickler{b: []byte{0x80, 2}}).op('}', '(').str("a." + hostile).tensor().op('q', 0).str("b." + hostile).op('h', 0, 'u', '.').b
+	pt := writeFile(t, filepath.Join(root, "pt", "model.pt"), torchCheckpointWith(pkl, map[string][]byte{"0": make([]byte, 16)}))
+	c.ok("add", pt, "--name", "pt")
+	out = c.ok("show", "pt")
+	requireNoControls(t, "show of PyTorch views", out)
+	if !strings.Contains(out, "views of") {
+		t.Errorf("show lists no views:\n%s", out)
+	}
+
 	// An error names the file it refuses: escaped on a terminal, exact in
 	// JSON.
 	bad := writeFile(t, filepath.Join(root, "bad", hostile+".safetensors"), []byte("\x10\x00\x00\x00\x00\x00\x00\x00{not json}"))
