@@ -124,7 +124,7 @@ func TestHumanOutputEscapesControls(t *testing.T) {
 
 	// A PyTorch checkpoint whose second name is a view of the first:
 	// show lists the views by name.
-	pkl := (&pickler{b: []byte{0x80, 2}}).op('}', '(').str("a." + hostile).tensor().op('q', 0).str("b." + hostile).op('h', 0, 'u', '.').b
+	pkl := (&pickler{b: []byte{0x80, 2}}).op('}', '(').str("a."+hostile).tensor().op('q', 0).str("b."+hostile).op('h', 0, 'u', '.').b
 	pt := writeFile(t, filepath.Join(root, "pt", "model.pt"), torchCheckpointWith(pkl, map[string][]byte{"0": make([]byte, 16)}))
 	c.ok("add", pt, "--name", "pt")
 	out = c.ok("show", "pt")
