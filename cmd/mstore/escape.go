@@ -82,6 +82,16 @@ func hex2(c byte) string {
 	return string([]byte{digits[c>>4], digits[c&0xf]})
 }
 
+// safeClipped is safe of at most the first n bytes of s, saying how long
+// s is when it is cut: free text from a model file (a producer name, a
+// stage's field) may be megabytes, which --json shows whole.
+func safeClipped(s string, n int) string {
+	if len(s) <= n {
+		return safe(s)
+	}
+	return safe(strings.ToValidUTF8(s[:n], "")) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // safeAll is safe applied to each of ss.
 func safeAll(ss []string) []string {
 	out := make([]string, len(ss))

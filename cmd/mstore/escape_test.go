@@ -27,6 +27,17 @@ func TestSafe(t *testing.T) {
 	}
 }
 
+func TestSafeClipped(t *testing.T) {
+	if got := safeClipped("short", 10); got != "short" {
+		t.Errorf("safeClipped(short) = %q", got)
+	}
+	long := strings.Repeat("é", 100) + "\x1b"
+	got := safeClipped(long, 11) // cuts inside the sixth é
+	if want := strings.Repeat("é", 5) + "… (201 bytes)"; got != want {
+		t.Errorf("safeClipped = %q, want %q", got, want)
+	}
+}
+
 // TestSafeLeavesNoControl checks every rune up to U+FFFF and every byte:
 // what safe returns is valid UTF-8 without a C0, DEL, C1 or bidi control.
 func TestSafeLeavesNoControl(t *testing.T) {

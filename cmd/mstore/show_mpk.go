@@ -58,7 +58,7 @@ func showMPK(_ *store.Store, m *objects.Manifest) (string, any, error) {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "  SEQ\tSTAGE\tKERNEL\tPROCESSOR\tPLUGIN\tCONFIG\tINPUT\n")
 		for _, s := range v.Stages {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SequenceID, safe(s.Name), safe(s.Kernel), safe(s.Processor), safe(s.PluginID), safe(s.ConfigPath), safe(strings.Join(s.Input, ",")))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SequenceID, safeClipped(s.Name, 200), safeClipped(s.Kernel, 200), safeClipped(s.Processor, 200), safeClipped(s.PluginID, 200), safeClipped(s.ConfigPath, 200), safeClipped(strings.Join(s.Input, ","), 400))
 		}
 		tw.Flush()
 	}

@@ -59,9 +59,9 @@ func showONNX(_ *store.Store, m *objects.Manifest) (string, any, error) {
 			Producer: f.Meta[onnx.MetaProducer], Inside: n,
 			FrameTensors: f.Meta[onnx.MetaFrameTensors], FrameNames: f.Meta[onnx.MetaFrameTensorNames]}
 		v.Models = append(v.Models, mv)
-		fmt.Fprintf(&b, "model %s: IR %s, opsets %s", safe(mv.Path), safe(mv.IRVersion), safe(mv.Opsets))
+		fmt.Fprintf(&b, "model %s: IR %s, opsets %s", safe(mv.Path), safe(mv.IRVersion), safeClipped(mv.Opsets, 400))
 		if mv.Producer != "" {
-			fmt.Fprintf(&b, ", from %s", safe(mv.Producer))
+			fmt.Fprintf(&b, ", from %s", safeClipped(mv.Producer, 200))
 		}
 		fmt.Fprintf(&b, "; %d tensors inside\n", n)
 		if mv.FrameTensors != "" {
