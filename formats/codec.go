@@ -23,6 +23,10 @@ type Limits struct {
 	MaxEntries      int64
 	MaxEntryBytes   int64
 	MaxJSONDepth    int
+	// MaxParseMemory caps the parse budget of every codec (Budget): what
+	// a parse may build from the metadata it reads. Zero means
+	// DefaultMaxParseMemory.
+	MaxParseMemory int64
 }
 
 // Limited is a codec that takes limits; the archiver hands it the user's.

@@ -9,4 +9,9 @@
 // the result again with the same codec to check it.
 //
 // Codecs know nothing about the store; they only read files through Dir.
+//
+// Every length and count a codec reads is bounded before it allocates, and
+// what a parse builds from the metadata it reads (names, keys, values,
+// views) is charged to a Budget proportional to that metadata (Limits.Budget),
+// so that no small input can expand into gigabytes.
 package formats

@@ -18,6 +18,7 @@ var addCommand = &cli.Command{
 		&cli.Int64Flag{Name: "max-entries", Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
 		&cli.StringFlag{Name: "max-entry-bytes", Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
 		&cli.IntFlag{Name: "max-json-depth", Usage: "MPK: refuse JSON nested deeper than this (default 64)"},
+		parseMemoryFlag,
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
@@ -46,7 +47,7 @@ var addCommand = &cli.Command{
 			return e.printJSON(res)
 		}
 		for _, w := range res.Warnings {
-			e.note("warning: %s\n", w)
+			e.note("warning: %s\n", safe(w))
 		}
 		e.printf("%s\n", res.Digest)
 		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",

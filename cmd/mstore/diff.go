@@ -54,7 +54,7 @@ var diffCommand = &cli.Command{
 		marks := map[objects.Change]string{objects.Added: "+", objects.Removed: "-", objects.Changed: "~", objects.Unchanged: "="}
 		for _, f := range d.Files {
 			if f.Change != objects.Unchanged || c.Bool("all") {
-				e.printf("%s file   %s (%s)\n", marks[f.Change], f.Path, f.Role)
+				e.printf("%s file   %s (%s)\n", marks[f.Change], safe(f.Path), safe(string(f.Role)))
 			}
 		}
 		for _, t := range d.Tensors {
@@ -63,12 +63,12 @@ var diffCommand = &cli.Command{
 			}
 			switch t.Change {
 			case objects.Changed:
-				e.printf("~ tensor %s  %s%s → %s%s, %s in new chunks\n", t.Name, t.FromDType, shapeString(t.FromShape),
-					t.ToDType, shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
+				e.printf("~ tensor %s  %s%s → %s%s, %s in new chunks\n", safe(t.Name), safe(t.FromDType), shapeString(t.FromShape),
+					safe(t.ToDType), shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
 			case objects.Removed:
-				e.printf("- tensor %s  %s\n", t.Name, humanBytes(t.FromBytes))
+				e.printf("- tensor %s  %s\n", safe(t.Name), humanBytes(t.FromBytes))
 			default:
-				e.printf("%s tensor %s  %s\n", marks[t.Change], t.Name, humanBytes(t.ToBytes))
+				e.printf("%s tensor %s  %s\n", marks[t.Change], safe(t.Name), humanBytes(t.ToBytes))
 			}
 		}
 		e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)\n",

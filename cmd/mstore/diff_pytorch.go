@@ -77,7 +77,7 @@ func diffPyTorch(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
 	marks := map[string]string{"added": "+", "removed": "-", "changed": "~"}
 	var lines []string
 	for _, c := range changes {
-		lines = append(lines, fmt.Sprintf("%s view   %s", marks[c.Change], c.Name))
+		lines = append(lines, fmt.Sprintf("%s view   %s", marks[c.Change], safe(c.Name)))
 	}
 	return strings.Join(slices.Clip(lines), "\n") + "\n", changes, nil
 }

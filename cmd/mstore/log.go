@@ -49,7 +49,7 @@ var logCommand = &cli.Command{
 		}
 		name := c.Args().First()
 		for i, le := range out {
-			e.printf("%s~%d  %s  %s  %s\n", name, i, le.Digest.Short(), le.Time.Format(time.RFC3339), le.Message)
+			e.printf("%s~%d  %s  %s  %s\n", safe(name), i, le.Digest.Short(), le.Time.Format(time.RFC3339), safe(le.Message))
 		}
 		return nil
 	},

@@ -73,7 +73,7 @@ var lsCommand = &cli.Command{
 			if r.Digest != nil {
 				version, moved = r.Digest.Short(), r.Moved.Format(time.RFC3339)
 			}
-			tw.Write([]byte(strings.Join([]string{r.Name, version, strings.Join(r.Tags, ","), itoa(r.History), moved}, "\t") + "\n"))
+			tw.Write([]byte(strings.Join([]string{safe(r.Name), version, safe(strings.Join(r.Tags, ",")), itoa(r.History), moved}, "\t") + "\n"))
 		}
 		return nil
 	},

@@ -120,7 +120,7 @@ func report(w io.Writer, asJSON bool, err error) int {
 	if errs.ClassOf(err) == 0 {
 		msg = key + ": " + msg
 	}
-	fmt.Fprintf(w, "mstore: %s\n", msg)
+	fmt.Fprintf(w, "mstore: %s\n", safeLines(msg)) // names in messages come from model files
 	return code
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"sort"
@@ -38,6 +37,10 @@ type ggufFileView struct {
 
 const ggufFirstElems = 8
 
+// maxShownTemplate is how much of a chat template show prints: real ones
+// take a few KiB; a key/value of megabytes is summarised like an array.
+const maxShownTemplate = 64 << 10
+
 // showGGUF lists each GGUF file's key/values. The chat template is shown
 // whole; other strings up to 200 bytes; arrays as type, length and first
 // elements (a tokenizer's 150,000 tokens would drown everything else).
@@ -53,15 +56,15 @@ func showGGUF(_ *store.Store, m *objects.Manifest) (string, any, error) {
 			return "", nil, err
 		}
 		v := ggufFileView{Path: f.Path, Version: f.Meta[gguf.MetaVersion], Alignment: f.Meta[gguf.MetaAlignment]}
-		fmt.Fprintf(&b, "key/values of %s (GGUF v%s, alignment %s):\n", f.Path, v.Version, v.Alignment)
+		fmt.Fprintf(&b, "key/values of %s (GGUF v%s, alignment %s):\n", safe(f.Path), safe(v.Version), safe(v.Alignment))
 		width := 0
 		for _, kv := range kvs {
-			width = max(width, len(kv.Key))
+			width = max(width, len(safe(kv.Key)))
 		}
 		for _, kv := range kvs {
 			kvv := viewKV(kv)
 			v.KV = append(v.KV, kvv)
-			fmt.Fprintf(&b, "  %-*s  %-14s %s\n", width, kv.Key, typeLabel(kv.Value), valueText(kv, true))
+			fmt.Fprintf(&b, "  %-*s  %-14s %s\n", width, safe(kv.Key), typeLabel(kv.Value), valueText(kv, true))
 		}
 		views = append(views, v)
 	}
@@ -124,7 +127,12 @@ func valueText(kv gguf.KV, full bool) string {
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	if full && v.Type == gguf.TypeString && strings.HasPrefix(kv.Key, "tokenizer.chat_template") {
-		return fmt.Sprintf("(%d bytes)\n      %s", len(v.Strs[0]), strings.ReplaceAll(v.Strs[0], "\n", "\n      "))
+		tmpl, more := v.Strs[0], ""
+		if len(tmpl) > maxShownTemplate {
+			tmpl = strings.ToValidUTF8(tmpl[:maxShownTemplate], "")
+			more = fmt.Sprintf("\n      … (%d more bytes: --json shows it whole)", len(v.Strs[0])-len(tmpl))
+		}
+		return fmt.Sprintf("(%d bytes)\n      %s%s", len(v.Strs[0]), strings.ReplaceAll(safeLines(tmpl), "\n", "\n      "), more)
 	}
 	return elemText(v, 0, 200)
 }
@@ -241,11 +249,11 @@ func diffGGUF(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
 		count[c.Change]++
 		switch c.Change {
 		case "changed":
-			fmt.Fprintf(&t, "~ kv     %s  %s → %s\n", c.Key, c.From, c.To)
+			fmt.Fprintf(&t, "~ kv     %s  %s → %s\n", safe(c.Key), safe(c.From), safe(c.To))
 		case "added":
-			fmt.Fprintf(&t, "+ kv     %s  %s\n", c.Key, c.To)
+			fmt.Fprintf(&t, "+ kv     %s  %s\n", safe(c.Key), safe(c.To))
 		default:
-			fmt.Fprintf(&t, "%s kv     %s  %s\n", marks[c.Change], c.Key, c.From)
+			fmt.Fprintf(&t, "%s kv     %s  %s\n", marks[c.Change], safe(c.Key), safe(c.From))
 		}
 	}
 	fmt.Fprintf(&t, "key/values: %d added, %d removed, %d changed, %d unchanged", count["added"], count["removed"], count["changed"], unchanged)
@@ -272,7 +280,7 @@ func diffKVs(model string, a, b []gguf.KV) (changes []ggufKVChange, unchanged in
 		switch {
 		case !ok:
 			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "added", To: summary(kv)})
-		case bytes.Equal(gguf.EncodeKVs([]gguf.KV{o}), gguf.EncodeKVs([]gguf.KV{kv})):
+		case o.Value.Equal(kv.Value):
 			unchanged++
 		default:
 			from, to := summary(o), summary(kv)
@@ -294,10 +302,12 @@ func summary(kv gguf.KV) string {
 	return typeLabel(kv.Value) + " " + strings.ReplaceAll(valueText(kv, false), "\n", `\n`)
 }
 
+// firstDifference is the first index where two arrays of one type differ,
+// compared by their bits (no text per element: arrays hold millions).
 func firstDifference(a, b gguf.Value) int {
 	n := min(a.Len(), b.Len())
 	for i := range n {
-		if elemText(a, i, 1<<30) != elemText(b, i, 1<<30) {
+		if a.Type == gguf.TypeString && a.Strs[i] != b.Strs[i] || a.Type != gguf.TypeString && a.Uint(i) != b.Uint(i) {
 			return i
 		}
 	}

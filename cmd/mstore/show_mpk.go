@@ -49,16 +49,16 @@ func showMPK(_ *store.Store, m *objects.Manifest) (string, any, error) {
 		}
 		views = append(views, v)
 
-		fmt.Fprintf(&b, "MPK archive %s: a %d-byte tar stream, added as %d bytes of gzip (sha256 %s);\n", v.Path, v.TarBytes, v.ArchiveBytes, v.ArchiveSHA256)
+		fmt.Fprintf(&b, "MPK archive %s: a %d-byte tar stream, added as %d bytes of gzip (sha256 %s);\n", safe(v.Path), v.TarBytes, v.ArchiveBytes, safe(v.ArchiveSHA256))
 		b.WriteString("  checkout writes the same tar stream, compressed canonically\n")
 		for _, c := range v.Contracts {
-			fmt.Fprintf(&b, "contract %s: version %s\n", c.Member, c.Version)
+			fmt.Fprintf(&b, "contract %s: version %s\n", safe(c.Member), safe(c.Version))
 		}
 		fmt.Fprintf(&b, "pipeline: %d stages, in the order they run\n", len(v.Stages))
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "  SEQ\tSTAGE\tKERNEL\tPROCESSOR\tPLUGIN\tCONFIG\tINPUT\n")
 		for _, s := range v.Stages {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SequenceID, s.Name, s.Kernel, s.Processor, s.PluginID, s.ConfigPath, strings.Join(s.Input, ","))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SequenceID, safeClipped(s.Name, 200), safeClipped(s.Kernel, 200), safeClipped(s.Processor, 200), safeClipped(s.PluginID, 200), safeClipped(s.ConfigPath, 200), safeClipped(strings.Join(s.Input, ","), 400))
 		}
 		tw.Flush()
 	}
@@ -87,7 +87,7 @@ func stageLine(stagesJSON string) string {
 	}
 	parts := make([]string, len(stages))
 	for i, st := range stages {
-		parts[i] = fmt.Sprintf("%d %s (%s)", st.SequenceID, st.Name, st.Kernel)
+		parts[i] = fmt.Sprintf("%d %s (%s)", st.SequenceID, safe(st.Name), safe(st.Kernel))
 	}
 	return strings.Join(parts, " → ")
 }
@@ -107,7 +107,7 @@ func diffMPK(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
 	if contractsA == contractsB {
 		text.WriteString("= contracts unchanged\n")
 	} else {
-		fmt.Fprintf(&text, "~ contracts\n  - %s\n  + %s\n", contractsA, contractsB)
+		fmt.Fprintf(&text, "~ contracts\n  - %s\n  + %s\n", safe(contractsA), safe(contractsB))
 	}
 	return text.String(), map[string]bool{"pipeline_changed": stagesA != stagesB, "contracts_changed": contractsA != contractsB}, nil
 }

@@ -52,20 +52,20 @@ func showONNX(_ *store.Store, m *objects.Manifest) (string, any, error) {
 		}
 		if !onnx.Codec.Claims(f.Path) {
 			v.DataFiles = append(v.DataFiles, onnxDataView{Path: f.Path, Tensors: n, Size: f.Size})
-			fmt.Fprintf(&b, "external data %s: %d tensors in %s\n", f.Path, n, humanBytes(f.Size))
+			fmt.Fprintf(&b, "external data %s: %d tensors in %s\n", safe(f.Path), n, humanBytes(f.Size))
 			continue
 		}
 		mv := onnxModelView{Path: f.Path, IRVersion: f.Meta[onnx.MetaIRVersion], Opsets: f.Meta[onnx.MetaOpsets],
 			Producer: f.Meta[onnx.MetaProducer], Inside: n,
 			FrameTensors: f.Meta[onnx.MetaFrameTensors], FrameNames: f.Meta[onnx.MetaFrameTensorNames]}
 		v.Models = append(v.Models, mv)
-		fmt.Fprintf(&b, "model %s: IR %s, opsets %s", mv.Path, mv.IRVersion, mv.Opsets)
+		fmt.Fprintf(&b, "model %s: IR %s, opsets %s", safe(mv.Path), safe(mv.IRVersion), safeClipped(mv.Opsets, 400))
 		if mv.Producer != "" {
-			fmt.Fprintf(&b, ", from %s", mv.Producer)
+			fmt.Fprintf(&b, ", from %s", safeClipped(mv.Producer, 200))
 		}
 		fmt.Fprintf(&b, "; %d tensors inside\n", n)
 		if mv.FrameTensors != "" {
-			fmt.Fprintf(&b, "  %s tensors kept in the protobuf (int64_data, string_data, …): %s\n", mv.FrameTensors, mv.FrameNames)
+			fmt.Fprintf(&b, "  %s tensors kept in the protobuf (int64_data, string_data, …): %s\n", safe(mv.FrameTensors), safe(mv.FrameNames))
 		}
 	}
 	return b.String(), v, nil

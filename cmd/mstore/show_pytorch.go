@@ -37,11 +37,11 @@ func showPyTorch(_ *store.Store, m *objects.Manifest) (string, any, error) {
 		}
 		views = append(views, pytorchFileView{Path: f.Path, Views: fm.Views, Storages: fm.Storages, Other: fm.Other})
 		if len(fm.Views) > 0 {
-			fmt.Fprintf(&b, "views of %s (state-dict tensors read out of a stored storage):\n", f.Path)
+			fmt.Fprintf(&b, "views of %s (state-dict tensors read out of a stored storage):\n", safe(f.Path))
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "TENSOR\tDTYPE\tSHAPE\tSTRIDE\tOFFSET\tSTORAGE\n")
 			for _, v := range fm.Views {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", v.Name, v.DType, shapeString(v.Shape), shapeString(v.Stride), v.Offset, v.Storage)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", safe(v.Name), safe(v.DType), shapeString(v.Shape), shapeString(v.Stride), v.Offset, safe(v.Storage))
 			}
 			tw.Flush()
 		}
@@ -50,7 +50,7 @@ func showPyTorch(_ *store.Store, m *objects.Manifest) (string, any, error) {
 			if fm.Other.Count > len(fm.Other.Names) {
 				more = ", …"
 			}
-			fmt.Fprintf(&b, "%s also holds %d values that are not tensors: %s%s\n", f.Path, fm.Other.Count, strings.Join(fm.Other.Names, ", "), more)
+			fmt.Fprintf(&b, "%s also holds %d values that are not tensors: %s%s\n", safe(f.Path), fm.Other.Count, strings.Join(safeAll(fm.Other.Names), ", "), more)
 		}
 	}
 	if views == nil {

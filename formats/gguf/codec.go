@@ -13,7 +13,10 @@ import (
 // Codec is the GGUF codec.
 var Codec formats.Codec = codec{}
 
-type codec struct{}
+type codec struct{ limits formats.Limits }
+
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
 
 // Name is the format's key in manifests.
 func (codec) Name() string { return "gguf" }
@@ -48,13 +51,13 @@ type parsedFile struct {
 // data order, each file cut into its frame, its tensors and the padding
 // between them (see the package documentation). Tensor data is not read;
 // padding is, to tell zeros from bytes that must be kept.
-func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	files := make([]*parsedFile, 0, len(paths))
 	for _, p := range paths {
 		if !isGGUFName(p) {
 			return nil, errs.New(errs.SchemaError, pkg, "%s is not a .gguf file", p)
 		}
-		pf, err := parseFile(dir, p)
+		pf, err := parseFile(dir, p, c.limits)
 		if err != nil {
 			return nil, err
 		}
@@ -100,13 +103,13 @@ func fileMeta(version uint32, alignment int64, kvs []KV) map[string]string {
 // alignment, the data section itself aligned, nothing after the last
 // tensor's padding (a file may stop inside it), and, in a file without
 // tensors, nothing after the padding that follows the tensor infos.
-func parseFile(dir formats.Dir, p string) (*parsedFile, error) {
+func parseFile(dir formats.Dir, p string, lim formats.Limits) (*parsedFile, error) {
 	f, err := dir.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	h, err := readHeader(f, p)
+	h, err := readHeader(f, p, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/mstore/mstore/formats/formattest"
@@ -137,4 +138,67 @@ func fuzzSeedFiles(t testing.TB) [][]byte {
 		seeds = append(seeds, written["model.gguf"])
 	}
 	return seeds
+}
+
+// FuzzDecodeKVs decodes arbitrary key/value JSON: no input may panic, a
+// refusal is schema_error, and what decodes encodes to JSON that decodes
+// to the same values. The array elements DecodeKVs walks in place are the
+// ones encoding/json finds.
+func FuzzDecodeKVs(f *testing.F) {
+	f.Add(EncodeKVs([]KV{{Key: "a", Value: StringValue("x")}, {Key: "b", Value: ArrayValue(TypeUint8, []uint64{1, 2, 255})}}))
+	f.Add([]byte(`[{"key":"s","type":"arr","elem":"str","value":[ "a\"],", {"base64":"/w=="} ]}]`))
+	f.Add([]byte(`[{"key":"f","type":"arr","elem":"f32","value":["nan", "inf", 1.5e3, [1]]}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		kvs, err := DecodeKVs(b)
+		if err != nil {
+			if errs.ClassOf(err) != errs.SchemaError {
+				t.Fatalf("refusal of class %v: %v", errs.ClassOf(err), err)
+			}
+			return
+		}
+		var raw []struct {
+			Value json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(b, &raw); err != nil || len(raw) != len(kvs) {
+			t.Fatalf("decoded %d key/values from JSON encoding/json reads as %d (%v)", len(kvs), len(raw), err)
+		}
+		for i, kv := range kvs {
+			var elems []json.RawMessage
+			if kv.Value.Array && (json.Unmarshal(raw[i].Value, &elems) != nil || len(elems) != kv.Value.Len()) {
+				t.Fatalf("key %q: %d elements, encoding/json finds %d", kv.Key, kv.Value.Len(), len(elems))
+			}
+		}
+		back, err := DecodeKVs(EncodeKVs(kvs))
+		if err != nil {
+			t.Fatalf("re-encoded key/values do not decode: %v", err)
+		}
+		for i := range kvs {
+			if back[i].Key != kvs[i].Key || !back[i].Value.Equal(kvs[i].Value) {
+				t.Fatalf("key %q changed through EncodeKVs", kvs[i].Key)
+			}
+		}
+	})
+}
+
+// FuzzPlainInteger: the fast path for integer elements agrees with
+// parseJSONNumber wherever it answers.
+func FuzzPlainInteger(f *testing.F) {
+	for _, s := range []string{"0", "-0", "255", "256", "-128", "-129", "127", "128", "65535", "-32768", "4294967295",
+		"999999999999999999", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "01", "1e3", "-", ""} {
+		f.Add(s, uint8(TypeUint8))
+	}
+	f.Fuzz(func(t *testing.T, s string, typ uint8) {
+		vt := ValueType(typ % uint8(typeCount))
+		if vt == TypeArray || vt == TypeString || vt == TypeBool || vt == TypeFloat32 || vt == TypeFloat64 {
+			return
+		}
+		got, ok := plainInteger(vt, []byte(s))
+		if !ok {
+			return
+		}
+		want, err := parseJSONNumber(vt, s)
+		if err != nil || got != want {
+			t.Fatalf("%s %q: fast path %d, parseJSONNumber %d (%v)", vt, s, got, want, err)
+		}
+	})
 }

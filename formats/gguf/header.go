@@ -81,6 +81,15 @@ type scanner struct {
 	size int64
 	path string
 	buf  [8]byte
+	// budget is charged for what the header makes the parser build; it
+	// grows with the bytes read.
+	budget *formats.Budget
+}
+
+// charge records n bytes built from the header read so far.
+func (s *scanner) charge(n int64) error {
+	s.budget.ReadTo(s.pos)
+	return s.budget.Charge(n)
 }
 
 // relocate gives a classified error of this package the file and offset
@@ -161,8 +170,9 @@ func (s *scanner) str(what string) (string, error) {
 
 // readHeader reads and checks the header of the file at p: magic, version,
 // key/values, general.alignment and tensor infos. Tensor data is not read.
-func readHeader(f formats.ReadAtCloser, p string) (*header, error) {
-	s := &scanner{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, f.Size()), 64<<10), size: f.Size(), path: p}
+func readHeader(f formats.ReadAtCloser, p string, lim formats.Limits) (*header, error) {
+	s := &scanner{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, f.Size()), 64<<10), size: f.Size(), path: p,
+		budget: lim.Budget(pkg, p, 0)}
 	var magic [4]byte
 	if err := s.read(magic[:], "magic"); err != nil {
 		return nil, err
@@ -234,6 +244,10 @@ func (h *header) readKVs(s *scanner, n int) error {
 			return err
 		}
 		h.kvs = append(h.kvs, KV{Key: key, Value: v})
+		// The value as read, and as JSON in the manifest (EncodeKVs).
+		if err := s.charge(2*kvSize(h.kvs[len(h.kvs)-1]) + jsonSize(v) + 64); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -386,6 +400,10 @@ func (h *header) readInfos(s *scanner, n int) error {
 		}
 		t.offset = int64(off)
 		h.tensors = append(h.tensors, t)
+		// The info, the name in seen, and the layout tensor and extents.
+		if err := s.charge(3*int64(len(t.name)) + 16*int64(len(t.ne)) + 320); err != nil {
+			return err
+		}
 	}
 	return nil
 }

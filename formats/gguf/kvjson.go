@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -25,9 +26,9 @@ import (
 func EncodeKVs(kvs []KV) []byte {
 	var n int64
 	for _, kv := range kvs {
-		n += kvSize(kv) + 48
+		n += int64(len(kv.Key)) + jsonSize(kv.Value) + 64
 	}
-	b := make([]byte, 0, n+n/4)
+	b := make([]byte, 0, n) // an upper bound: one allocation for a byte array of millions
 	b = append(b, '[')
 	for i, kv := range kvs {
 		if i > 0 {
@@ -154,7 +155,7 @@ func DecodeKVs(b []byte) ([]KV, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, bad("%v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF { // More() would miss a stray ']'
 		return nil, bad("text after the array")
 	}
 	out := make([]KV, 0, len(raw))
@@ -176,23 +177,29 @@ func DecodeKVs(b []byte) ([]KV, error) {
 			return nil, bad("key %q: unknown type %q", key, r.Type)
 		}
 		v := Value{Type: t}
-		var elems []json.RawMessage
 		if t == TypeArray {
 			if v.Type, ok = typeByValueName[r.Elem]; !ok || v.Type == TypeArray {
 				return nil, bad("key %q: bad array element type %q", key, r.Elem)
 			}
 			v.Array = true
-			if err := json.Unmarshal(r.Value, &elems); err != nil || elems == nil {
-				return nil, bad("key %q: value is not an array", key)
+			// Element by element: a tokenizer or a byte array of millions
+			// of elements decodes into its Raw bytes or strings, never
+			// into a value per element; counted first, to allocate once.
+			n := 0
+			eachElem(r.Value, func(json.RawMessage) error { n++; return nil })
+			if v.Type == TypeString {
+				v.Strs = make([]string, 0, n)
+			} else {
+				v.Raw = make([]byte, 0, n*v.Type.width())
+			}
+			if err := eachElem(r.Value, v.appendJSON); err != nil {
+				return nil, bad("key %q: %v", key, err)
 			}
 		} else {
 			if r.Elem != "" {
 				return nil, bad("key %q: a %s has no element type", key, r.Type)
 			}
-			elems = []json.RawMessage{r.Value}
-		}
-		for _, e := range elems {
-			if err := v.appendJSON(e); err != nil {
+			if err := v.appendJSON(r.Value); err != nil {
 				return nil, bad("key %q: %v", key, err)
 			}
 		}
@@ -202,6 +209,72 @@ func DecodeKVs(b []byte) ([]KV, error) {
 		out = append(out, KV{Key: key, Value: v})
 	}
 	return out, nil
+}
+
+// eachElem calls fn with each element of raw, a JSON array (the decoder
+// has checked that raw is valid JSON).
+func eachElem(raw []byte, fn func(json.RawMessage) error) error {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return errs.New(errs.SchemaError, pkg, "value is not an array")
+	}
+	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == ']' {
+		return nil
+	}
+	for i < len(raw) {
+		end := skipValue(raw, i)
+		if err := fn(raw[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ']' {
+			return nil
+		}
+		if i >= len(raw) || raw[i] != ',' {
+			break
+		}
+		i = skipSpace(raw, i+1)
+	}
+	return errs.New(errs.SchemaError, pkg, "value is not an array")
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(b))
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // appendJSON adds one JSON element to v.
@@ -227,9 +300,12 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 		v.Strs = append(v.Strs, string(raw))
 		return nil
 	}
-	bits, err := parseJSONNumber(v.Type, string(e))
-	if err != nil {
-		return err
+	bits, ok := plainInteger(v.Type, e) // the common case, without a string per element
+	if !ok {
+		var err error
+		if bits, err = parseJSONNumber(v.Type, string(e)); err != nil {
+			return err
+		}
 	}
 	var b [8]byte
 	for i := range b {
@@ -239,9 +315,53 @@ func (v *Value) appendJSON(e json.RawMessage) error {
 	return nil
 }
 
+// plainInteger parses e, an element of an integer type t written as
+// EncodeKVs writes it (decimal, '-' only for signed types), when it fits;
+// anything else is left to parseJSONNumber.
+func plainInteger(t ValueType, e []byte) (uint64, bool) {
+	signed := t == TypeInt8 || t == TypeInt16 || t == TypeInt32 || t == TypeInt64
+	if !signed && t != TypeUint8 && t != TypeUint16 && t != TypeUint32 && t != TypeUint64 {
+		return 0, false
+	}
+	neg := signed && len(e) > 1 && e[0] == '-'
+	digits := e
+	if neg {
+		digits = e[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || len(digits) > 1 && digits[0] == '0' {
+		return 0, false // longer ones may overflow: the general path checks them
+	}
+	var u uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	bits := uint(t.width() * 8)
+	if !signed {
+		return u, bits == 64 || u < 1<<bits
+	}
+	if neg {
+		return uint64(-int64(u)), u <= 1<<(bits-1)
+	}
+	return u, u < 1<<(bits-1)
+}
+
+// errNotA is an element that is not of its array's type.
+type errNotA struct {
+	elem string
+	t    ValueType
+}
+
+func (e errNotA) Error() string {
+	return errs.New(errs.SchemaError, pkg, "%s is not a %s", e.elem, e.t).Error()
+}
+func (e errNotA) Unwrap() error { return errs.SchemaError }
+
 // parseJSONNumber returns the bits of one element of type t.
 func parseJSONNumber(t ValueType, s string) (uint64, error) {
-	bad := errs.New(errs.SchemaError, pkg, "%s is not a %s", s, t)
+	bad := errNotA{s, t} // formatted only when shown: arrays hold millions of elements
 	switch t {
 	case TypeBool:
 		switch s {

@@ -1,8 +1,10 @@
 package gguf
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/mstore/mstore/internal/errs"
 )
@@ -70,6 +72,12 @@ type Value struct {
 	Array bool
 	Raw   []byte
 	Strs  []string
+}
+
+// Equal reports whether v and w are the same value, bit for bit (as their
+// EncodeKVs JSON would be), without encoding either.
+func (v Value) Equal(w Value) bool {
+	return v.Type == w.Type && v.Array == w.Array && bytes.Equal(v.Raw, w.Raw) && slices.Equal(v.Strs, w.Strs)
 }
 
 // Len is the number of elements (1 for a scalar).
@@ -205,6 +213,22 @@ func kvSize(kv KV) int64 {
 		return n
 	}
 	return n + int64(len(kv.Value.Raw))
+}
+
+// jsonSize bounds the length of v in EncodeKVs' JSON: the longest
+// decimal of each element type, and strings at worst escaped ("\u00XX")
+// or in base64.
+func jsonSize(v Value) int64 {
+	if v.Type == TypeString {
+		var n int64
+		for _, s := range v.Strs {
+			n += 6*int64(len(s)) + 16
+		}
+		return n
+	}
+	perElem := map[ValueType]int64{TypeUint8: 4, TypeInt8: 5, TypeBool: 6, TypeUint16: 6, TypeInt16: 7,
+		TypeUint32: 11, TypeInt32: 12, TypeFloat32: 16, TypeUint64: 21, TypeInt64: 21, TypeFloat64: 26}[v.Type]
+	return int64(v.Len()) * perElem
 }
 
 // checkValue refuses what a GGUF value cannot be: an unknown or nested

@@ -31,6 +31,7 @@ func Load(r io.Reader, opts Options) (*Archive, error) {
 	if l.name == "" {
 		l.name = "archive"
 	}
+	l.budget = opts.Limits.Budget(pkg, l.name, 0)
 	if opts.Extract != nil {
 		l.ext = &extractor{root: opts.Extract, made: map[string]bool{}}
 	}
@@ -85,6 +86,15 @@ type loader struct {
 	blockEnd   int64
 	binaries   int
 	pipeline   bool
+	// budget is charged for the members and JSON values kept; it grows
+	// with the decompressed bytes read.
+	budget *formats.Budget
+}
+
+// charge records n bytes built from the stream read so far.
+func (l *loader) charge(n int64) error {
+	l.budget.ReadTo(l.dec.n)
+	return l.budget.Charge(n)
 }
 
 func (l *loader) run(r io.Reader) error {
@@ -195,6 +205,11 @@ func (l *loader) entry(h *tar.Header) error {
 	}
 	l.landed[foldKey(target)] = name
 
+	// The member, its name and target (here, in landed, in the manifest)
+	// and its extents.
+	if err := l.charge(3*int64(len(name)+len(target)) + 400); err != nil {
+		return err
+	}
 	m := Member{Name: name, Target: target, Offset: start, Size: h.Size}
 	l.frame(start)
 	l.a.Extents = append(l.a.Extents, formats.Extent{Kind: formats.TensorData, Offset: start, Size: h.Size, Tensor: len(l.a.Members)})
@@ -227,6 +242,13 @@ func (l *loader) jsonMember(m Member, start int64) error {
 		return l.streamErr(err, start, "content of "+m.Name)
 	}
 	contract, pipeline := isContract(m.Name), isPipeline(m.Name)
+	cost := m.Size // the member, read whole
+	if contract || pipeline {
+		cost += 16 * m.Size // kept as Go values: a slot and a string per two-byte element at worst
+	}
+	if err := l.charge(cost); err != nil {
+		return err
+	}
 	v, p := checkJSON(b, l.lim.MaxJSONDepth, contract || pipeline)
 	switch {
 	case p != nil:

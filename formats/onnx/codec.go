@@ -44,7 +44,10 @@ var MaxOpsets = map[string]uint64{
 // Codec is the ONNX codec.
 var Codec formats.Codec = codec{}
 
-type codec struct{}
+type codec struct{ limits formats.Limits }
+
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
 
 // Name is the format's key in manifests.
 func (codec) Name() string { return "onnx" }
@@ -73,7 +76,7 @@ type model struct {
 // files they name, in path order; each .onnx cut into frames and the
 // tensor bytes it holds (raw_data, packed float_data/double_data); each
 // data file into its tensors and the bytes between them.
-func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	models := make([]*model, 0, len(paths))
 	claimed := map[string]bool{}
 	for _, p := range paths {
@@ -81,7 +84,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, errs.New(errs.SchemaError, pkg, "%s is not an .onnx file", p)
 		}
 		claimed[p] = true
-		m, err := readModel(dir, p)
+		m, err := readModel(dir, p, c.limits)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +142,9 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	return l, nil
 }
 
-func readModel(dir formats.Dir, p string) (*model, error) {
+// The walker reads every byte of the file but tensor data, which it skips:
+// its budget is proportional to the file.
+func readModel(dir formats.Dir, p string, lim formats.Limits) (*model, error) {
 	f, err := dir.Open(p)
 	if err != nil {
 		return nil, err
@@ -149,7 +154,7 @@ func readModel(dir formats.Dir, p string) (*model, error) {
 	if size > MaxModelSize {
 		return nil, errs.At(errs.SizeLimitExceeded, pkg, p, -1, "%d bytes: a protobuf message is limited to 2 GiB; larger models keep their tensors in external data files", size)
 	}
-	w, err := walkModel(newWindow(f, size), p)
+	w, err := walkModel(newWindow(f, size), p, lim.Budget(pkg, p, size))
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +175,7 @@ func (m *model) file(first int) formats.File {
 	if n := len(m.w.frameTensors); n > 0 {
 		f.Meta[MetaFrameTensors], f.Meta[MetaFrameTensorNames] = strconv.Itoa(n), sampleNames(m.w.frameTensors)
 	}
+	f.Extents = make([]formats.Extent, 0, 2*len(m.w.tensors)+1) // a frame before each tensor, one after
 	var off int64
 	for i, t := range m.w.tensors {
 		if t.kind == external {

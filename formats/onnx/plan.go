@@ -77,7 +77,7 @@ func Plan(files []SourceFile, tensors []formats.Tensor, opts PlanOptions) (*form
 	next := 0
 	for i, f := range files {
 		srcs[i] = sourceRuns(f)
-		w, err := walkModel(srcs[i], f.Path)
+		w, err := walkModel(srcs[i], f.Path, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -87,6 +88,7 @@ type walker struct {
 	info         modelInfo
 	inTraining   bool     // walking a TrainingInfoProto
 	frameTensors []string // tensors whose data stays in the frame
+	budget       *formats.Budget
 }
 
 // modelInfo is what Meta tells of a .onnx file.
@@ -109,8 +111,9 @@ func (s scope) child(part string) scope {
 }
 
 // walkModel reads the ModelProto that fills the file.
-func walkModel(src source, path string) (*walker, error) {
-	w := &walker{reader: reader{src: src, path: path}, root: &node{end: src.size()}}
+// budget (nil for a planned file) is charged for every tensor it keeps.
+func walkModel(src source, path string, budget *formats.Budget) (*walker, error) {
+	w := &walker{reader: reader{src: src, path: path}, root: &node{end: src.size()}, budget: budget}
 	var hasIR, hasGraph, hasOpset bool
 	training := 0
 	err := w.fields(0, src.size(), func(f field) error {
@@ -343,6 +346,12 @@ func (w *walker) attribute(n *node, info nodeInfo, sc scope, depth int) error {
 			}
 		case attrG, attrGraphs:
 			child := sc.child(item(info.label() + "." + name))
+			// A subgraph's scope spells all its parents' names: nested
+			// graphs with long node names make it grow with the square
+			// of the depth.
+			if err := w.budget.Charge(int64(len(child)) + 16); err != nil {
+				return err
+			}
 			if err := w.sub(n, f, "graph", depth+1, func(g *node) error { return w.graph(g, child, depth+1) }); err != nil {
 				return err
 			}
@@ -455,6 +464,12 @@ func (w *walker) sparse(parent *node, f field, base string, sc scope, depth int,
 func (w *walker) register(parent, tn *node, rec *tensorRec) error {
 	if len(w.tensors)+len(w.frameTensors) >= MaxTensors {
 		return w.fail(errs.SizeLimitExceeded, rec.at, "more than %d tensors", MaxTensors)
+	}
+	// The record, its node and fields, its name (here, in the namer, in
+	// the layout and in the manifest) and its layout tensor.
+	cost := 4*int64(len(rec.local)+len(rec.protoName)) + int64(len(rec.scope)) + 32*int64(len(rec.fields)) + 8*int64(len(rec.dims)) + 400
+	if err := w.budget.Charge(cost); err != nil {
+		return err
 	}
 	if rec.kind == inFrame {
 		w.frameTensors = append(w.frameTensors, rec.local)

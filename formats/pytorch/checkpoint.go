@@ -19,6 +19,9 @@ type Limits struct {
 	MaxDepth            int   // nesting of MARKs and of containers
 	MaxNodes            int   // values visited when naming tensors
 	MaxTensors          int   // state-dict tensors named
+	// MaxParseMemory caps the parse budget (formats.Budget); zero is
+	// formats.DefaultMaxParseMemory.
+	MaxParseMemory int64
 }
 
 // DefaultLimits hold checkpoints of a million tensors.
@@ -94,11 +97,14 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 			}
 		}
 	}
-	root, err := unpickle(pkl, arc.byRecord["data.pkl"].data, p, lim, c.persistent)
+	// The parse reads data.pkl and the zip's central directory; what it
+	// builds from them is charged to a budget proportional to their size.
+	budget := formats.Limits{MaxParseMemory: lim.MaxParseMemory}.Budget(pkg, p, int64(len(pkl))+size-arc.cdStart)
+	root, err := unpickle(pkl, arc.byRecord["data.pkl"].data, p, lim, budget, c.persistent)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.name(root, lim); err != nil {
+	if err := c.name(root, lim, budget); err != nil {
 		return nil, err
 	}
 	c.lay()

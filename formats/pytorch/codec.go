@@ -19,6 +19,12 @@ type codec struct{ lim Limits }
 // CodecWith returns the codec with other bounds (tests, fuzzing).
 func CodecWith(lim Limits) formats.Codec { return codec{lim: lim} }
 
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (c codec) WithLimits(l formats.Limits) formats.Codec {
+	c.lim.MaxParseMemory = l.MaxParseMemory
+	return c
+}
+
 // Name is the format's key in manifests.
 func (codec) Name() string { return "pytorch" }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/internal/errs"
 )
@@ -32,11 +33,12 @@ func FuzzUnpickle(f *testing.F) {
 		}
 		c := &checkpoint{path: "f.pt", lim: fuzzLimits, arc: a}
 		err := func() error {
-			root, err := unpickle(pkl, 0, "f.pt", fuzzLimits, c.persistent)
+			budget := formats.Limits{}.Budget(pkg, "f.pt", int64(len(pkl)))
+			root, err := unpickle(pkl, 0, "f.pt", fuzzLimits, budget, c.persistent)
 			if err != nil {
 				return err
 			}
-			if err := c.name(root, fuzzLimits); err != nil {
+			if err := c.name(root, fuzzLimits, budget); err != nil {
 				return err
 			}
 			c.lay()

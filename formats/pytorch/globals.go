@@ -202,7 +202,7 @@ func (m *machine) reduce(fn, argsV value, at int) (value, error) {
 		}
 		if src, ok := args[0].(*dict); ok && len(args) == 1 {
 			for i := range src.keys {
-				if err := d.set(src.keys[i], src.vals[i], m.lim.MaxDepth); err != nil {
+				if err := d.set(src.keys[i], src.vals[i], m.lim.MaxDepth, m.budget); err != nil {
 					return nil, m.wrap(err, at)
 				}
 			}
@@ -258,7 +258,11 @@ func (m *machine) reduce(fn, argsV value, at int) (value, error) {
 			return bad("takes a list")
 		}
 		for _, v := range items {
-			if _, err := hashKey(v, m.lim.MaxDepth); err != nil {
+			h, err := hashKey(v, m.lim.MaxDepth, m.budget)
+			if err == nil { // charged, though not kept: the next item's spelling then stops sooner
+				err = m.budget.Charge(int64(len(h)))
+			}
+			if err != nil {
 				return nil, m.wrap(err, at)
 			}
 			s.depth = max(s.depth, depthOf(v)+1)

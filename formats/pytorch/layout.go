@@ -19,12 +19,18 @@ type named struct {
 type walker struct {
 	c      *checkpoint
 	lim    Limits
+	budget *formats.Budget // names are built per path: memo-shared sub-trees multiply them
 	visits int
 	open   map[any]bool // containers on the current path: a cycle is refused
 }
 
-func (c *checkpoint) name(root value, lim Limits) error {
-	w := &walker{c: c, lim: lim, open: map[any]bool{}}
+// namedCost is what one named tensor costs beyond its name, which it
+// holds twice (here and in the encoded Meta): its record, and its view's
+// shape, stride and JSON when it is a view.
+func namedCost(t *tensor) int64 { return 160 + 48*int64(len(t.shape)) }
+
+func (c *checkpoint) name(root value, lim Limits, budget *formats.Budget) error {
+	w := &walker{c: c, lim: lim, budget: budget, open: map[any]bool{}}
 	return w.walk(root, "", true, false, 0)
 }
 
@@ -58,6 +64,9 @@ func (w *walker) walk(v value, name string, root, unnamed bool, depth int) error
 		if len(w.c.named) >= w.lim.MaxTensors {
 			return w.fail(errs.SizeLimitExceeded, "more than %d tensors to name (shared sub-trees name their tensors once per path)", w.lim.MaxTensors)
 		}
+		if err := w.budget.Charge(2*int64(len(name)) + namedCost(x)); err != nil {
+			return err
+		}
 		w.c.named = append(w.c.named, named{name: name, t: x})
 		return nil
 	case *dict:
@@ -90,7 +99,11 @@ func (w *walker) walk(v value, name string, root, unnamed bool, depth int) error
 		if keys != nil {
 			seg, ok = keyName(keys[i])
 		}
-		if err := w.walk(item, join(name, seg, root), false, unnamed || !ok, depth+1); err != nil {
+		child := join(name, seg, root)
+		if err := w.budget.ChargeString(child); err != nil {
+			return err
+		}
+		if err := w.walk(item, child, false, unnamed || !ok, depth+1); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"unicode/utf8"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -25,14 +26,18 @@ type machine struct {
 	memo  memo
 	ids   int // identity counter for mutable values
 
+	// budget is charged for what the pickle makes the machine build
+	// beyond its own bytes: strings, containers, dict keys spelled out.
+	budget *formats.Budget
+
 	// persistent resolves a BINPERSID id (a storage reference).
 	persistent func(pid tuple, at int64) (value, error)
 }
 
 // unpickle runs data to its STOP and returns the one value it leaves.
 // Bytes after STOP are refused.
-func unpickle(data []byte, base int64, path string, lim Limits, persistent func(tuple, int64) (value, error)) (value, error) {
-	m := &machine{data: data, base: base, path: path, lim: lim, persistent: persistent}
+func unpickle(data []byte, base int64, path string, lim Limits, budget *formats.Budget, persistent func(tuple, int64) (value, error)) (value, error) {
+	m := &machine{data: data, base: base, path: path, lim: lim, budget: budget, persistent: persistent}
 	if int64(len(data)) > lim.MaxPickleBytes {
 		return nil, m.fail(errs.SizeLimitExceeded, 0, "data.pkl of %d bytes is over the %d-byte limit", len(data), lim.MaxPickleBytes)
 	}
@@ -83,8 +88,22 @@ func (m *machine) push(v value, at int) error {
 	if len(m.stack) >= m.lim.MaxStack {
 		return m.fail(errs.SizeLimitExceeded, at, "more than %d values on the pickle stack", m.lim.MaxStack)
 	}
+	// The value's slot, on the stack and later in its container. A string
+	// is charged where it is copied out of the pickle (str), not where the
+	// memo shares it.
+	if err := m.budget.Charge(16); err != nil {
+		return err
+	}
 	m.stack = append(m.stack, v)
 	return nil
+}
+
+// str pushes a string copied out of the pickle.
+func (m *machine) str(b []byte, at int) error {
+	if err := m.budget.Charge(int64(len(b))); err != nil {
+		return err
+	}
+	return m.push(string(b), at)
 }
 
 func (m *machine) pop(op string, at int) (value, error) {
@@ -219,7 +238,7 @@ func (m *machine) step(op byte, name string, at int) error {
 		if !utf8.Valid(b) {
 			return m.fail(errs.SchemaError, at, "string is not valid UTF-8")
 		}
-		return m.push(string(b), at)
+		return m.str(b, at)
 	case opShortBinString:
 		b, err := m.need(1, at)
 		if err != nil {
@@ -231,7 +250,7 @@ func (m *machine) step(op byte, name string, at int) error {
 		if !utf8.Valid(b) { // torch.load decodes Python 2 strings as UTF-8
 			return m.fail(errs.SchemaError, at, "Python 2 string is not valid UTF-8")
 		}
-		return m.push(string(b), at)
+		return m.str(b, at)
 	case opEmptyTuple:
 		return m.push(tuple{}, at)
 	case opEmptyList:
@@ -453,7 +472,7 @@ func (m *machine) fill(op byte, name string, at int) error {
 			return m.fail(errs.InvalidArchive, at, "SETITEMS with an odd number of values")
 		}
 		for i := 0; i < len(items); i += 2 {
-			if err := t.set(items[i], items[i+1], m.lim.MaxDepth); err != nil {
+			if err := t.set(items[i], items[i+1], m.lim.MaxDepth, m.budget); err != nil {
 				return m.wrap(err, at)
 			}
 		}

@@ -95,7 +95,7 @@ func TestPickledInts(t *testing.T) {
 		p.op(opProto, 2)
 		p.int(n)
 		p.op(opStop)
-		v, err := unpickle(p.b, 0, "x", DefaultLimits, nil)
+		v, err := unpickle(p.b, 0, "x", DefaultLimits, nil, nil)
 		if err != nil || v != n {
 			t.Errorf("%d reads back as %v (%v)", n, v, err)
 		}

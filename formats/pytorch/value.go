@@ -2,9 +2,11 @@ package pytorch
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"strconv"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -62,9 +64,12 @@ type dict struct {
 func newDict(id int) *dict { return &dict{id: id} }
 
 // set stores key → v. Keys must be hashable, as in Python.
-func (d *dict) set(k, v value, maxDepth int) error {
-	h, err := hashKey(k, maxDepth)
+func (d *dict) set(k, v value, maxDepth int, b *formats.Budget) error {
+	h, err := hashKey(k, maxDepth, b)
 	if err != nil {
+		return err
+	}
+	if err := b.Charge(int64(len(h)) + 48); err != nil { // the index entry and the key/value slots
 		return err
 	}
 	if dd := max(depthOf(k), depthOf(v)) + 1; dd > d.depth {
@@ -104,15 +109,43 @@ func depthOf(v value) int {
 
 // hashKey returns a string that is equal for two keys exactly when Python
 // would find them equal (1, 1.0 and True are one key), or fails for an
-// unhashable key.
-func hashKey(k value, maxDepth int) (string, error) {
-	b, err := appendKey(nil, k, maxDepth)
+// unhashable key. A key spelled out is as long as all it holds, and a
+// tuple can hold one memo entry a million times: a first pass measures the
+// spelling in a scratch buffer, stopping once it passes what is left of the
+// budget, and only a key that fits is spelled, into one allocation.
+func hashKey(k value, maxDepth int, budget *formats.Budget) (string, error) {
+	room := int64(1 << 62)
+	if budget != nil {
+		room = budget.Limit() - budget.Used()
+	}
+	var n int64
+	b, err := appendKey(make([]byte, 0, 256), k, maxDepth, room, &n)
+	n += int64(len(b))
+	if errors.Is(err, errKeyTooLong) || err == nil && n > room {
+		return "", budget.Charge(n)
+	}
+	if err != nil {
+		return "", err
+	}
+	b, err = appendKey(make([]byte, 0, n), k, maxDepth, room, nil)
 	return string(b), err
 }
 
-func appendKey(b []byte, k value, depth int) ([]byte, error) {
+// errKeyTooLong stops a key's spelling at the budget.
+var errKeyTooLong = errors.New("key too long")
+
+// appendKey appends k's spelling to b. When measured is set, the bytes
+// of b are added to it and dropped as the spelling goes (b is scratch).
+func appendKey(b []byte, k value, depth int, room int64, measured *int64) ([]byte, error) {
 	if depth < 0 {
 		return nil, errs.New(errs.SizeLimitExceeded, pkg, "dict key nested too deeply")
+	}
+	if measured != nil {
+		*measured += int64(len(b))
+		b = b[:0]
+		if *measured > room {
+			return b, errKeyTooLong
+		}
 	}
 	switch k := k.(type) {
 	case none:
@@ -152,8 +185,8 @@ func appendKey(b []byte, k value, depth int) ([]byte, error) {
 		b = strconv.AppendInt(append(b, '('), int64(len(k.items)), 10)
 		for _, v := range k.items {
 			var err error
-			if b, err = appendKey(append(b, ','), v, depth-1); err != nil {
-				return nil, err
+			if b, err = appendKey(append(b, ','), v, depth-1, room, measured); err != nil {
+				return b, err
 			}
 		}
 		return append(b, ')'), nil

@@ -10,7 +10,10 @@ import (
 // Codec is the SafeTensors codec.
 var Codec formats.Codec = codec{}
 
-type codec struct{}
+type codec struct{ limits formats.Limits }
+
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
 
 // Name is the format's key in manifests.
 func (codec) Name() string { return "safetensors" }
@@ -23,7 +26,7 @@ func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p)
 // files in path order; each .safetensors file as its frame (length prefix
 // and header, padding included) then its tensors in data-offset order; each
 // index as one frame. Tensor data is never read.
-func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	var containers, indexPaths []string
 	for _, p := range paths {
 		switch {
@@ -54,7 +57,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	headers := map[string]*header{}
 	sizes := map[string]int64{}
 	for _, p := range containers {
-		h, size, err := readHeader(dir, p)
+		h, size, err := readHeader(dir, p, c.limits)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +66,11 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 
 	// Names must be unique across the model before an index is checked, so
 	// that a tensor's file is well defined.
-	fileOf := map[string]string{}
+	total := 0
+	for _, p := range containers {
+		total += len(headers[p].tensors)
+	}
+	fileOf := make(map[string]string, total)
 	for _, p := range containers {
 		for _, e := range headers[p].tensors {
 			if other, dup := fileOf[e.name]; dup {
@@ -78,7 +85,7 @@ func (codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		}
 	}
 
-	l := &formats.Layout{Format: Codec.Name()}
+	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, 0, total)}
 	for _, p := range paths {
 		if idx := indexes[p]; idx != nil {
 			l.Files = append(l.Files, formats.File{

@@ -44,7 +44,7 @@ type entry struct {
 
 // readHeader reads and checks the header of the file at path. Only the
 // length prefix and the header are read; tensor data is never touched.
-func readHeader(dir formats.Dir, path string) (*header, int64, error) {
+func readHeader(dir formats.Dir, path string, lim formats.Limits) (*header, int64, error) {
 	f, err := dir.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -69,7 +69,7 @@ func readHeader(dir formats.Dir, path string) (*header, int64, error) {
 	if err := readFull(f, hdr, lengthPrefix, path); err != nil {
 		return nil, size, err
 	}
-	h, err := parseHeader(path, hdr, size-lengthPrefix-int64(n))
+	h, err := parseHeader(path, hdr, size-lengthPrefix-int64(n), lim.Budget(pkg, path, int64(n)))
 	return h, size, err
 }
 
@@ -88,7 +88,7 @@ func readFull(f io.ReaderAt, b []byte, off int64, path string) error {
 
 // parseHeader checks the header JSON hdr of a file whose data section
 // (everything after the header) is dataLen bytes long.
-func parseHeader(path string, hdr []byte, dataLen int64) (*header, error) {
+func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
 	r, err := newJSONReader(hdr, lengthPrefix, path)
 	if err != nil {
 		return nil, err
@@ -104,13 +104,18 @@ func parseHeader(path string, hdr []byte, dataLen int64) (*header, error) {
 		}
 		seen[key] = true
 		if key == metadataKey {
-			meta, err := readMetadata(r)
+			meta, err := readMetadata(r, budget)
 			h.meta = meta
 			return err
 		}
 		e, err := readEntry(r, key, keyAt, dataLen)
 		h.tensors = append(h.tensors, e)
-		return err
+		if err != nil {
+			return err
+		}
+		// The entry, its name (also in seen) and what the layout and the
+		// manifest keep of it.
+		return budget.Charge(3*int64(len(key)) + int64(len(e.dtype)) + 8*int64(len(e.shape)) + entryCost)
 	})
 	if err != nil {
 		return nil, err
@@ -121,8 +126,12 @@ func parseHeader(path string, hdr []byte, dataLen int64) (*header, error) {
 	return h, checkOffsets(path, h, dataLen)
 }
 
+// entryCost is what a tensor entry costs beyond its strings: the entry,
+// its map slot, its Layout tensor and extent.
+const entryCost = 256
+
 // readMetadata reads __metadata__: a string→string map, or null.
-func readMetadata(r *jsonReader) (map[string]string, error) {
+func readMetadata(r *jsonReader, budget *formats.Budget) (map[string]string, error) {
 	if r.null() {
 		return nil, nil
 	}
@@ -139,7 +148,10 @@ func readMetadata(r *jsonReader) (map[string]string, error) {
 		}
 		v, err := r.str()
 		meta[key] = v
-		return err
+		if err != nil {
+			return err
+		}
+		return budget.Charge(2*int64(len(key)+len(v)) + 64) // the map, then the manifest's Meta
 	})
 	return meta, err
 }
