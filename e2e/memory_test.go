@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mstore/mstore/internal/testenv"
 )
 
 // memoryLimit is the address space the binary gets below: far below what
@@ -17,18 +19,16 @@ import (
 const memoryLimit = 3 << 30
 
 // limited runs `mstore --store STORE args...` under `prlimit --as`, and
-// returns its result and peak RSS (the binary's: prlimit execs it). Under
-// the race detector it runs the binary as it is and reports no peak.
+// returns its result and peak RSS (the binary's: prlimit execs it). bin is
+// never race-built (raceBin is), so the limit and the peak hold under -race.
 func (c *cli) limited(args ...string) (result, int64) {
 	c.t.Helper()
 	full := append([]string{"--store", c.store}, args...)
 	cmd := exec.Command(bin, full...)
-	if !underRace {
-		if _, err := exec.LookPath("prlimit"); err != nil {
-			c.t.Skip("prlimit (util-linux) is not installed")
-		}
-		cmd = exec.Command("prlimit", append([]string{fmt.Sprintf("--as=%d", memoryLimit), bin}, full...)...)
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		testenv.Missing(c.t, "prlimit (util-linux) is not installed")
 	}
+	cmd = exec.Command("prlimit", append([]string{fmt.Sprintf("--as=%d", memoryLimit), bin}, full...)...)
 	cmd.Env = cleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -40,7 +40,7 @@ func (c *cli) limited(args ...string) (result, int64) {
 		c.t.Fatalf("run mstore: %v", err)
 	}
 	var peak int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && !underRace {
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		peak = ru.Maxrss << 10
 	}
 	return r, peak
@@ -150,9 +150,6 @@ func TestMemoryBoundedByInput(t *testing.T) {
 	}
 	t.Run("gguf byte array", func(t *testing.T) {
 		n := 8_000_000
-		if underRace {
-			n = 1_000_000
-		}
 		p := writeFile(t, filepath.Join(dir, "blob.gguf"), byteArrayGGUF(n))
 		for _, args := range [][]string{{"add", p, "--name", "g"}, {"show", "g"}, {"--json", "show", "g"}} {
 			r, peak := c.limited(args...)
