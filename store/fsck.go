@@ -114,7 +114,7 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 
 	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}, Warnings: []string{}}
 	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}}
-	if err := s.View(func(tx *bolt.Tx) error { return s.checkIndex(tx, r, st) }); err != nil {
+	if err := s.checkedView(func(tx *bolt.Tx, canCheck bool) error { return s.checkIndex(tx, canCheck, r, st) }); err != nil {
 		return nil, err
 	}
 	r.checkNeeds(st)
@@ -143,12 +143,16 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 
 // checkIndex reads the index: bbolt's own page checks, the format record,
 // the refs, every manifest and every blob record.
-func (s *Store) checkIndex(tx *bolt.Tx, r *FsckReport, st *fsckState) error {
+func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckState) error {
 	corrupt := func(kind, id, format string, args ...any) {
 		r.Corrupt = append(r.Corrupt, Finding{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
 	}
-	for err := range tx.Check() {
-		corrupt("index", "", "%v", err)
+	if canCheck {
+		for err := range tx.Check() {
+			corrupt("index", "", "%v (run `mstore fsck --rebuild-index`)", err)
+		}
+	} else {
+		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
 	}
 	if err := s.checkFormat(tx); err != nil {
 		return err

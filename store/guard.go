@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -146,4 +147,55 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 		return nil, indexDamaged(err.Error())
 	}
 	return db, err
+}
+
+// checkedView runs fn in a read transaction of an index opened for writing
+// (bbolt then loads its free list here, under guarded) after reading every
+// page of it in this goroutine: tx.Check reads pages in a goroutine of its
+// own, where a panic would crash the program, so it must only see pages
+// already read without one.
+//
+// A store this process may not write is opened read-only: fn is then told
+// (canCheck false) not to run tx.Check, whose free-list load could panic
+// where no recover can catch it.
+func (s *Store) checkedView(fn func(tx *bolt.Tx, canCheck bool) error) error {
+	canCheck := true
+	db, err := s.open(false)
+	if errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		canCheck = false
+		db, err = s.open(true)
+	}
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return guarded(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return readAll(b) }); err != nil {
+				return err
+			}
+			return fn(tx, canCheck)
+		})
+	})
+}
+
+// readAll reads every key and value of b and of the buckets inside it.
+func readAll(b *bolt.Bucket) error {
+	var sum byte
+	err := b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return readAll(nb)
+			}
+		}
+		for _, c := range k {
+			sum ^= c
+		}
+		for _, c := range v {
+			sum ^= c
+		}
+		return nil
+	})
+	_ = sum
+	return err
 }

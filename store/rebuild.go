@@ -74,7 +74,10 @@ func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*
 	if err != nil {
 		return nil, err
 	}
-	r.Batches, r.Skipped = len(log.Batches), log.BadLines+log.Incomplete+log.Replaced
+	r.Batches, r.Skipped = len(log.Batches), log.Incomplete+log.Replaced
+	if log.Damaged > 0 || log.Orphans > 0 {
+		problem("journal: %d batch(es) hold a line that fails its checksum and %d line(s) stand outside any batch: what they recorded is lost", log.Damaged, log.Orphans)
+	}
 	recs, err := s.recoverBlobs(ctx, log, workers, r, problem)
 	if err != nil {
 		return nil, err

@@ -74,6 +74,12 @@ func Open(dir string, create bool, opts Options) (*Store, error) {
 		if !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+		if info, jerr := os.Stat(filepath.Join(abs, journalFile)); jerr == nil && info.Size() > 0 {
+			// A store whose index is lost: creating an empty one would
+			// hide every version it holds.
+			return nil, errs.New(errs.IntegrityError, "store", "%s is missing, but the store holds a journal of its versions; "+
+				"run `mstore fsck --rebuild-index` to rebuild the index from the blob files and the journal", filepath.Join(abs, indexFile))
+		}
 		if !create {
 			return nil, &errs.Error{Class: errs.NotFound, Pkg: "store", Path: abs, Offset: -1,
 				Msg: "no store here (run `mstore init` or `mstore add`, which creates one)"}

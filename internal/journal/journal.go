@@ -10,14 +10,18 @@
 //
 // JSON escapes every newline, so a line is one record. Records are written in
 // batches, one per index transaction: every record of a batch carries its
-// number b, and the batch ends with an "end" record. A batch is appended and
+// number b; the batch starts with a "begin" record and ends with an "end"
+// record. A batch is appended and
 // fsynced before its transaction commits, so the journal never lacks what
 // the index holds. A crash while appending leaves a torn tail: a line that
 // fails its checksum, or a batch without its end; Read ignores both (their
 // transaction never committed). A crash after the append and before the
 // commit leaves a complete batch the index lacks; the next transaction
 // reuses its number (the index holds the last committed one), and Read keeps
-// only the last batch of each number.
+// only the last batch of each number. A line that fails its checksum inside
+// a batch that then ends (bit rot, not a torn write) makes Read drop that
+// batch and count it as Damaged: what it recorded is lost, and the rebuild
+// says so.
 //
 // Changes are collected during a transaction in a bucket of that same
 // transaction (Add), which the store drains (Drain) just before it commits:
@@ -54,6 +58,7 @@ const (
 	OpTrim      Op = "trim"     // history of Name trimmed to its newest Keep entries
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
 	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack
+	OpBegin     Op = "begin"    // a batch starts
 	OpEnd       Op = "end"      // the batch is complete
 )
 
@@ -169,7 +174,8 @@ func decodeLine(line []byte) (Record, bool) {
 // never swallows the batch written after it.
 func Append(path string, batch uint64, recs []Record) error {
 	var buf bytes.Buffer
-	for _, r := range append(recs, Record{Op: OpEnd}) {
+	all := append(append([]Record{{Op: OpBegin}}, recs...), Record{Op: OpEnd})
+	for _, r := range all {
 		r.Batch = batch
 		line, err := encodeLine(r)
 		if err != nil {
@@ -229,6 +235,8 @@ type Log struct {
 	BadLines   int     // lines that fail their checksum (torn writes)
 	Incomplete int     // batches without an end record (never committed)
 	Replaced   int     // batches superseded by a later one of the same number
+	Damaged    int     // batches with a bad line inside: lost
+	Orphans    int     // good lines outside any batch
 	Lines      int
 }
 
@@ -258,37 +266,42 @@ func read(r io.Reader) (*Log, error) {
 	byNum := map[uint64][]Record{}
 	var cur []Record
 	var curSeq uint64
-	open := false
+	open, poisoned := false, false
 	br := bufio.NewReaderSize(r, 1<<20)
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
 			l.Lines++
 			rec, ok := decodeLine(bytes.TrimSuffix(line, []byte{'\n'}))
+			if ok && line[len(line)-1] != '\n' {
+				ok = false // a last line without its newline is torn
+			}
 			switch {
-			case !ok || line[len(line)-1] != '\n':
+			case !ok:
 				l.BadLines++
+				poisoned = poisoned || open
+			case rec.Op == OpBegin:
 				if open {
 					l.Incomplete++
 				}
-				open, cur = false, nil
-			case open && rec.Batch != curSeq:
+				open, poisoned, curSeq, cur = true, false, rec.Batch, nil
+			case !open:
+				l.Orphans++
+			case rec.Batch != curSeq:
 				l.Incomplete++
-				open, cur = false, nil
-				fallthrough
+				l.Orphans++
+				open = false
+			case rec.Op == OpEnd && poisoned:
+				l.Damaged++
+				open = false
+			case rec.Op == OpEnd:
+				if _, dup := byNum[curSeq]; dup {
+					l.Replaced++
+				}
+				byNum[curSeq] = cur
+				open = false
 			default:
-				if !open {
-					open, curSeq, cur = true, rec.Batch, nil
-				}
-				if rec.Op == OpEnd {
-					if _, dup := byNum[curSeq]; dup {
-						l.Replaced++
-					}
-					byNum[curSeq] = cur
-					open, cur = false, nil
-				} else {
-					cur = append(cur, rec)
-				}
+				cur = append(cur, rec)
 			}
 		}
 		if errors.Is(err, io.EOF) {
