@@ -30,6 +30,8 @@ const (
 	boltPageHeader = 16
 	boltMetaLen    = 64 // magic, version, page size, flags, root (16), freelist, pgid, txid, checksum
 	boltNoFreelist = ^uint64(0)
+	// boltFreelistPage is the flags of a free list page.
+	boltFreelistPage = 0x10
 )
 
 // boltMeta is the part of a meta page checkIndexFile needs.
@@ -111,6 +113,19 @@ func checkIndexFile(path string) error {
 	if need := m.pgid * ps; uint64(info.Size()) < need {
 		return indexDamaged(fmt.Sprintf("it is %d bytes long, its meta page counts %d pages of %d bytes (%d bytes): the file is truncated", info.Size(), m.pgid, ps, need))
 	}
+	if m.freelist != boltNoFreelist {
+		// bbolt panics on a bad free list inside Open, where its mapping
+		// (and the flock the mapping holds) can never be released.
+		var h [boltPageHeader]byte
+		if _, err := f.ReadAt(h[:], int64(m.freelist*ps)); err != nil {
+			return indexDamaged(fmt.Sprintf("its free list page %d cannot be read: %v", m.freelist, err))
+		}
+		le := binary.NativeEndian
+		id, flags, overflow := le.Uint64(h[0:]), le.Uint16(h[8:]), uint64(le.Uint32(h[12:]))
+		if id != m.freelist || flags != boltFreelistPage || m.freelist+overflow >= m.pgid {
+			return indexDamaged(fmt.Sprintf("its free list page %d is not one (id %d, flags %#x, %d overflow pages)", m.freelist, id, flags, overflow))
+		}
+	}
 	return nil
 }
 
@@ -139,10 +154,24 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 	if err := checkIndexFile(path); err != nil {
 		return nil, err
 	}
+	// bbolt does not close its file when it panics inside Open: close it
+	// here. (Its mapping, if it made one, stays, and with it the flock:
+	// checkIndexFile checks what bbolt's Open panics on, so that this does
+	// not happen.)
+	var file *os.File
+	o := *opts
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
 	err = guarded(func() error {
-		db, err = bolt.Open(path, 0o644, opts)
+		db, err = bolt.Open(path, 0o644, &o)
 		return err
 	})
+	if db == nil && file != nil {
+		file.Close()
+	}
 	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
 		return nil, indexDamaged(err.Error())
 	}

@@ -337,7 +337,8 @@ func (s *Store) recoverManifests(log *journal.Log, recs map[objects.Digest]BlobR
 			}
 			br, ok := recs[rec.Digest]
 			if !ok {
-				problem("version %s: no good copy of its manifest blob", rec.Digest.Short())
+				// Removed by gc, or lost: the refs and tags that still
+				// name it are reported after the replay.
 				continue
 			}
 			enc, err := reader.Read(br, nil)
