@@ -25,8 +25,8 @@ const FormatVersion = 1
 const (
 	indexFile   = "index.db"
 	journalFile = "journal"
-	objectsDir = "objects"
-	tmpDir     = "tmp"
+	objectsDir  = "objects"
+	tmpDir      = "tmp"
 )
 
 var (
