@@ -87,7 +87,7 @@ func TestRebuildIndexCLI(t *testing.T) {
 			}
 			c.fail("not_found", "show", "gone")
 			c.fail("conflict", "tag", "m:tmp", "m") // retired at m~1: it never names another version
-			c.add(dirs[3], "--name", "after")      // the store goes on
+			c.add(dirs[3], "--name", "after")       // the store goes on
 			c.fsck()
 		})
 	}
