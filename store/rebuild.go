@@ -15,6 +15,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
@@ -67,6 +68,15 @@ func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*
 		return nil, err
 	}
 	defer lock.Unlock()
+	// tag, rm and trim take no store lock: hold the old index's own (the
+	// flock bbolt takes), so that none of them commits to it, and journals,
+	// while the journal is being replayed.
+	if old, err := os.Open(filepath.Join(abs, indexFile)); err == nil {
+		defer old.Close()
+		if err := flockWait(old, opts.LockTimeout); err != nil {
+			return nil, err
+		}
+	}
 
 	r := &RebuildReport{Problems: []string{}}
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
@@ -147,6 +157,24 @@ func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*
 	r.OK = len(r.Problems) == 0
 	r.ElapsedSecs = time.Since(start).Seconds()
 	return r, nil
+}
+
+// flockWait takes f's flock exclusive, waiting at most wait.
+func flockWait(f *os.File, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("store: lock the old index: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return errs.New(errs.Conflict, "store", "another mstore command has the index open (waited %s); try again when it has finished", wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func randHex() string {
