@@ -86,10 +86,11 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	b := tx.Bucket(bucketBlobs)
 	suspect := tx.Bucket(bucketSuspect)
 	for _, r := range recs {
-		if b.Get(r.Digest[:]) != nil {
-			if suspect == nil || suspect.Get(r.Digest[:]) == nil {
-				continue
-			}
+		marked := suspect != nil && suspect.Get(r.Digest[:]) != nil
+		if b.Get(r.Digest[:]) != nil && !marked {
+			continue
+		}
+		if marked {
 			if err := suspect.Delete(r.Digest[:]); err != nil {
 				return fmt.Errorf("store: clear suspect mark: %w", err)
 			}

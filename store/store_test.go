@@ -300,6 +300,17 @@ func TestSuspectBlobIsRewritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A blob marked missing without a record (after a rebuild found no good
+	// copy) loses its mark once recorded.
+	lost := []byte("a blob no copy of was found")
+	st.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, map[objects.Digest]string{objects.Sum(lost): "missing"}) })
+	commit(t, st, lost)
+	st.View(func(tx *bolt.Tx) error {
+		if len(Suspect(tx)) != 0 {
+			t.Errorf("the mark of an unrecorded blob outlives its recording: %v", Suspect(tx))
+		}
+		return nil
+	})
 	// Without a mark, a second copy leaves the record alone.
 	w = st.NewBlobWriter(nil)
 	w.Put(d, data)
