@@ -151,8 +151,8 @@ func TestGGUFSplitMergedAndResplit(t *testing.T) {
 	}
 	// The merged file, added again, is the same tensors: only its frame is new.
 	again := c.add(merged, "--name", "tiny-merged")
-	if again.NewBytes != ml.Files[0].Extents[0].Size {
-		t.Errorf("adding the merged file stored %d new bytes, want its %d-byte frame", again.NewBytes, ml.Files[0].Extents[0].Size)
+	if want := ml.Files[0].Extents[0].Size + c.manifestSize(again.Digest); again.NewBytes != want {
+		t.Errorf("adding the merged file stored %d new bytes, want its %d-byte frame and its manifest (%d)", again.NewBytes, ml.Files[0].Extents[0].Size, want)
 	}
 
 	// Missing and inconsistent shards.
@@ -237,9 +237,9 @@ func TestGGUFDedupWithSafetensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := l.Files[0].Extents[0].Size
+	frame := l.Files[0].Extents[0].Size + c.manifestSize(res.Digest)
 	if res.NewBytes != frame || after.BlobBytes-before.BlobBytes != frame {
-		t.Errorf("adding the GGUF stored %d new bytes (du +%d), want its %d-byte frame", res.NewBytes, after.BlobBytes-before.BlobBytes, frame)
+		t.Errorf("adding the GGUF stored %d new bytes (du +%d), want its frame and its manifest, %d bytes", res.NewBytes, after.BlobBytes-before.BlobBytes, frame)
 	}
 }
 

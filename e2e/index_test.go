@@ -2,6 +2,12 @@ package e2e
 
 import (
 	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,4 +151,32 @@ func flipPages(b []byte, off int, mask byte) []byte {
 		b[p+off] ^= mask
 	}
 	return b
+}
+
+// manifestSize is the size of version digest's manifest blob: every add
+// stores its manifest as a blob too (the copy `fsck --rebuild-index` reads),
+// so it counts in new_bytes and du.
+func (c *cli) manifestSize(digest string) int64 {
+	c.t.Helper()
+	d, err := objects.ParseDigest(digest)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st, err := store.Open(c.store, false, store.Options{LockTimeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var n int64
+	err = st.View(func(tx *bolt.Tx) error {
+		rec, ok, err := store.Blob(tx, d)
+		if !ok && err == nil {
+			c.t.Fatalf("version %s has no manifest blob", d.Short())
+		}
+		n = rec.Size
+		return err
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return n
 }
