@@ -67,6 +67,7 @@ func TestRebuildIndexCLI(t *testing.T) {
 			if !strings.Contains(msg, "fsck --rebuild-index") {
 				t.Errorf("the error does not say what to do: %s", msg)
 			}
+			c.fail("integrity_error", "add", dirs[3], "--name", "x") // never a fresh, empty index over the lost one
 			var rep struct {
 				OK       bool     `json:"ok"`
 				OldIndex string   `json:"old_index"`

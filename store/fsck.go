@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 )
@@ -124,6 +125,11 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	}
 	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
 		return nil, err
+	}
+	if log, err := journal.Read(s.journalPath()); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
+	} else if log.Damaged > 0 || log.Orphans > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal has %d damaged batch(es) and %d stray line(s): what they recorded could not be rebuilt from it", log.Damaged, log.Orphans))
 	}
 	bad := r.explainBad(st)
 	if err := s.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, bad) }); err != nil {
