@@ -303,7 +303,9 @@ func TestSuspectBlobIsRewritten(t *testing.T) {
 	// A blob marked missing without a record (after a rebuild found no good
 	// copy) loses its mark once recorded.
 	lost := []byte("a blob no copy of was found")
-	st.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, map[objects.Digest]string{objects.Sum(lost): "missing"}) })
+	st.Update(func(tx *bolt.Tx) error {
+		return MarkSuspect(tx, map[objects.Digest]string{objects.Sum(lost): "missing"})
+	})
 	commit(t, st, lost)
 	st.View(func(tx *bolt.Tx) error {
 		if len(Suspect(tx)) != 0 {
