@@ -35,6 +35,7 @@ func TestBitRot(t *testing.T) {
 	}
 	var loose, packed []store.BlobRecord
 	neededBy := map[objects.Digest]string{} // blob → a tag whose version needs it
+	manifests := map[objects.Digest]bool{}  // the manifests' own blobs
 	err = st.View(func(tx *bolt.Tx) error {
 		tags, err := refs.Tags(tx)
 		if err != nil {
@@ -48,6 +49,7 @@ func TestBitRot(t *testing.T) {
 			for _, b := range m.Blobs() {
 				neededBy[b] = tg.Name + ":" + tg.Tag
 			}
+			manifests[tg.Digest] = true
 		}
 		return store.ForEachBlob(tx, func(r store.BlobRecord) error {
 			if r.Encoding == store.EncodingRaw {
@@ -89,7 +91,13 @@ func TestBitRot(t *testing.T) {
 		} else {
 			t.Errorf("trial %d: bit %d of blob %s (%s): fsck missed it:\n%s", i, bit, rec.Digest.Short(), filepath.Base(file), r)
 		}
-		if r := c.run("checkout", neededBy[rec.Digest], filepath.Join(t.TempDir(), "out")); r.code != exitCodes["integrity_error"] {
+		// A manifest's own blob is the copy `fsck --rebuild-index` reads;
+		// checkout reads the index's copy, so only fsck must see it.
+		if neededBy[rec.Digest] == "" {
+			if !manifests[rec.Digest] {
+				t.Fatalf("blob %s: no version needs it, and it is no manifest", rec.Digest.Short())
+			}
+		} else if r := c.run("checkout", neededBy[rec.Digest], filepath.Join(t.TempDir(), "out")); r.code != exitCodes["integrity_error"] {
 			t.Errorf("trial %d: checkout of a version whose blob %s has a flipped bit:\n%s", i, rec.Digest.Short(), r)
 		}
 

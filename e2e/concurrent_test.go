@@ -245,6 +245,7 @@ func requireDedup(t *testing.T, dir string) {
 			if err != nil {
 				return err
 			}
+			need[d] = true // the manifest's own blob copy
 			for _, b := range m.Blobs() {
 				need[b] = true
 			}

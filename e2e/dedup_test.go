@@ -48,15 +48,15 @@ func TestFineTuneDedup(t *testing.T) {
 	f := c.add(ft, "--name", "ft")
 	after := c.du()
 
-	want := int64(len(ftConfig)) // the header frame is the base's
+	want := int64(len(ftConfig)) + c.manifestSize(f.Digest) // the header frame is the base's
 	for _, tn := range changed {
 		want += tn.size()
 	}
 	if got := after.BlobBytes - before.BlobBytes; got != want {
-		t.Errorf("the fine-tune grew the store's blobs by %d bytes, want %d (2 changed tensors + config.json)", got, want)
+		t.Errorf("the fine-tune grew the store's blobs by %d bytes, want %d (2 changed tensors, config.json, the manifest)", got, want)
 	}
-	if f.NewBytes != want || f.NewBlobs != len(changed)+1 {
-		t.Errorf("add of the fine-tune: new_bytes=%d new_blobs=%d, want %d and %d", f.NewBytes, f.NewBlobs, want, len(changed)+1)
+	if f.NewBytes != want || f.NewBlobs != len(changed)+2 {
+		t.Errorf("add of the fine-tune: new_bytes=%d new_blobs=%d, want %d and %d", f.NewBytes, f.NewBlobs, want, len(changed)+2)
 	}
 	if after.Versions != 2 || after.LogicalBytes != b.LogicalBytes+f.LogicalBytes {
 		t.Errorf("du after both: %+v; want 2 versions, %d logical bytes", after, b.LogicalBytes+f.LogicalBytes)
@@ -179,9 +179,9 @@ func TestVocabResize(t *testing.T) {
 		t.Fatalf("test bug: the grown embedding has %d full chunks", fullChunks)
 	}
 	tail := grown.size() - fullChunks*chunk
-	want := tail + headerSize(t, resizedFile) // the new tail chunk and the new header
+	want := tail + headerSize(t, resizedFile) + c.manifestSize(res.Digest) // the new tail chunk, the new header, the manifest
 	if res.NewBytes != want {
-		t.Errorf("vocabulary resize stored %d new bytes, want %d (a %d-byte tail chunk and a %d-byte header)",
+		t.Errorf("vocabulary resize stored %d new bytes, want %d (a %d-byte tail chunk, a %d-byte header and the manifest)",
 			res.NewBytes, want, tail, headerSize(t, resizedFile))
 	}
 	if got := after.BlobBytes - before.BlobBytes; got != res.NewBytes {

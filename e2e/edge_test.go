@@ -34,8 +34,8 @@ func TestEdgeTensors(t *testing.T) {
 	for _, tn := range tensors[:5] {
 		unique += tn.size()
 	}
-	if want := unique + headerSize(t, file); res.NewBytes != want {
-		t.Errorf("new_bytes %d, want %d: the header and each distinct tensor once", res.NewBytes, want)
+	if want := unique + headerSize(t, file) + c.manifestSize(res.Digest); res.NewBytes != want {
+		t.Errorf("new_bytes %d, want %d: the header, each distinct tensor once and the manifest", res.NewBytes, want)
 	}
 	s := c.show("edge")
 	chunks := map[string]int{}

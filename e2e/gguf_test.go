@@ -152,8 +152,8 @@ func TestGGUFSplitMergedAndResplit(t *testing.T) {
 	}
 	// The merged file, added again, is the same tensors: only its frame is new.
 	again := c.add(merged, "--name", "tiny-merged")
-	if again.NewBytes != ml.Files[0].Extents[0].Size {
-		t.Errorf("adding the merged file stored %d new bytes, want its %d-byte frame", again.NewBytes, ml.Files[0].Extents[0].Size)
+	if want := ml.Files[0].Extents[0].Size + c.manifestSize(again.Digest); again.NewBytes != want {
+		t.Errorf("adding the merged file stored %d new bytes, want its %d-byte frame and its manifest (%d)", again.NewBytes, ml.Files[0].Extents[0].Size, want)
 	}
 
 	// Missing and inconsistent shards.
@@ -193,8 +193,8 @@ func TestSafetensorsToGGUFAndBack(t *testing.T) {
 	}
 	frame := l1.Files[0].Extents[0].Size
 	res := c.add(g1, "--name", "m-gguf")
-	if res.Format != "gguf" || res.NewBytes != frame {
-		t.Errorf("the GGUF version stored %d new bytes (%d blobs), want only its %d-byte frame", res.NewBytes, res.NewBlobs, frame)
+	if res.Format != "gguf" || res.NewBytes != frame+c.manifestSize(res.Digest) {
+		t.Errorf("the GGUF version stored %d new bytes (%d blobs), want only its %d-byte frame and its manifest", res.NewBytes, res.NewBlobs, frame)
 	}
 	mt, gt := c.show("m").tensorDigests(), c.show("m-gguf").tensorDigests()
 	for name, d := range mt {
@@ -210,7 +210,7 @@ func TestSafetensorsToGGUFAndBack(t *testing.T) {
 	if meta["format"] != "pt" || meta[gguf.MetaKV] == "" {
 		t.Errorf("__metadata__ %v", meta)
 	}
-	if r := c.add(s2, "--name", "m-st2"); r.NewBytes == 0 || r.NewBytes > 4096 {
+	if r := c.add(s2, "--name", "m-st2"); r.NewBytes-c.manifestSize(r.Digest) <= 0 || r.NewBytes-c.manifestSize(r.Digest) > 4096 {
 		t.Errorf("the SafeTensors round trip stored %d new bytes: more than its header", r.NewBytes)
 	}
 	g3 := filepath.Join(t.TempDir(), "g3")
@@ -238,9 +238,9 @@ func TestGGUFDedupWithSafetensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := l.Files[0].Extents[0].Size
+	frame := l.Files[0].Extents[0].Size + c.manifestSize(res.Digest)
 	if res.NewBytes != frame || after.BlobBytes-before.BlobBytes != frame {
-		t.Errorf("adding the GGUF stored %d new bytes (du +%d), want its %d-byte frame", res.NewBytes, after.BlobBytes-before.BlobBytes, frame)
+		t.Errorf("adding the GGUF stored %d new bytes (du +%d), want its frame and its manifest, %d bytes", res.NewBytes, after.BlobBytes-before.BlobBytes, frame)
 	}
 }
 

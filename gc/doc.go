@@ -2,10 +2,14 @@
 // decides, Execute does. `mstore gc --dry-run` prints the plan and stops.
 //
 // Mark: every version named by a tag or by any entry of any ref's history
-// is reachable; the blobs its manifest needs are live. A manifest that
-// cannot be read, a record that does not decode, a ref naming a manifest
-// the store lacks, or a directory that cannot be listed stops gc before it
-// changes anything: it never deletes what it could not judge.
+// is reachable; the blobs its manifest needs, and the manifest's own blob
+// copy, are live. A named version whose manifest cannot be read (or that
+// the store lacks) does not stop gc, but nobody can tell which blobs it
+// needs: gc then keeps every recorded blob, does the rest (versions no name
+// reaches, files the index does not record), and fails naming the version.
+// A blob record that does not decode, refs that cannot be read, or a
+// directory that cannot be listed stops gc before it changes anything: it
+// never deletes what it could not judge.
 //
 // Sweep:
 //   - manifests no name reaches, and the records of blobs none of the

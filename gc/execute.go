@@ -86,6 +86,14 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 		return res, fmt.Errorf("gc: %d of %d deletes failed (the files stay; the index no longer records them, so the next gc deletes them): %w",
 			len(res.FailedDeletes), len(paths), errors.Join(failed...))
 	}
+	if len(p.Unreadable) > 0 {
+		var names []string
+		for _, u := range p.Unreadable {
+			names = append(names, u.Version.String())
+		}
+		return res, errs.New(errs.IntegrityError, "gc", "version(s) %s are named but cannot be read (%s); gc removed what no name reaches and kept every blob, "+
+			"since it cannot tell which ones they need (run `mstore fsck`)", strings.Join(names, ", "), p.Unreadable[0].Error)
+	}
 	if len(p.Missing) > 0 {
 		return res, errs.New(errs.IntegrityError, "gc", "%d blob(s) that named versions need are missing, e.g. %s (run `mstore fsck`)",
 			len(p.Missing), p.Missing[0].Short())

@@ -73,6 +73,13 @@ type Plan struct {
 	Orphans         []File           `json:"orphans"`      // unrecorded, older than the grace period
 	KeptOrphans     []File           `json:"kept_orphans"` // unrecorded, younger
 	Missing         []objects.Digest `json:"missing"`      // live blobs without a record or a file
+	// Unreadable lists the named versions whose manifest cannot be read.
+	// Which blobs they need is unknown, so while there is one, no blob
+	// record or blob file is removed (KeptAllBlobs): gc never deletes on
+	// uncertainty. The rest (versions no name reaches, files the index
+	// does not record) is still done, and gc then fails naming them.
+	Unreadable   []Unreadable `json:"unreadable"`
+	KeptAllBlobs bool         `json:"kept_all_blobs"`
 
 	deadRecords []store.BlobRecord
 	repackRecs  []store.BlobRecord // live records in packs to repack, in pack and offset order
@@ -80,6 +87,12 @@ type Plan struct {
 	deletePaths []string           // absolute paths of DeleteFiles then Orphans
 	sizes       map[string]int64   // of every path to delete
 	manifestSet map[objects.Digest]bool
+}
+
+// Unreadable is a named version whose manifest gc could not read.
+type Unreadable struct {
+	Version objects.Digest `json:"version"`
+	Error   string         `json:"error"`
 }
 
 // Run takes the store's lock exclusive, makes the plan and, unless
@@ -105,7 +118,7 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Plan, *Result, er
 // NewPlan marks and plans the sweep. The caller holds the exclusive lock.
 func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) {
 	p := &Plan{RemoveManifests: []objects.Digest{}, DeleteFiles: []File{}, Repacks: []Repack{},
-		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{}}
+		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, Unreadable: []Unreadable{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{}}
 	live := map[objects.Digest]bool{}
 	recs := map[objects.Digest]store.BlobRecord{}
 	err := st.View(func(tx *bolt.Tx) error {
@@ -113,14 +126,17 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 		if err != nil {
 			return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the refs; nothing was deleted (run `mstore fsck`)")
 		}
-		for d := range reachable {
+		for _, d := range sortedDigests(reachable) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			m, err := store.Manifest(tx, d)
 			if err != nil {
-				return errs.Wrap(errs.IntegrityError, "gc", err, "version %s is named but cannot be read; nothing was deleted (run `mstore fsck`)", d.Short())
+				// What it needs is unknown: every blob stays (below).
+				p.Unreadable = append(p.Unreadable, Unreadable{Version: d, Error: err.Error()})
+				continue
 			}
+			live[d] = true // the manifest's own blob copy
 			for _, b := range m.Blobs() {
 				live[b] = true
 			}
@@ -147,6 +163,12 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(p.Unreadable) > 0 {
+		p.KeptAllBlobs = true
+		for d := range recs {
+			live[d] = true
+		}
 	}
 	if err := p.sweep(st, opts, live, recs); err != nil {
 		return nil, err
@@ -189,7 +211,7 @@ func (p *Plan) sweep(st *store.Store, opts Options, live map[objects.Digest]bool
 	}
 
 	for d := range live {
-		if _, ok := recs[d]; !ok {
+		if _, ok := recs[d]; !ok && !p.KeptAllBlobs {
 			p.Missing = append(p.Missing, d)
 		}
 	}

@@ -2,6 +2,10 @@
 // and the resolution of version names (NAME, NAME:TAG, NAME@DIGEST, DIGEST,
 // NAME~N) to manifest digests.
 //
+// Every change (Move, Tag, RemoveTag, RemoveRef, TrimHistory) is also noted
+// for the store's journal (internal/journal.Add), in the same transaction,
+// so that a lost index can be rebuilt by replaying them in order.
+//
 // It keeps its state in four top-level buckets of the store's bbolt index
 // and works inside a *bolt.Tx that the store opens; it never opens the
 // database itself. Every value read is copied out before the call returns.

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 )
 
@@ -161,7 +162,7 @@ func Move(tx *bolt.Tx, name string, to objects.Digest, message string, at time.T
 	if err := refsB.Put([]byte(name), rec.encode()); err != nil {
 		return Entry{}, fmt.Errorf("refs: record ref %q: %w", name, err)
 	}
-	return e, nil
+	return e, journal.Add(tx, journal.Record{Op: journal.OpMove, Name: name, Digest: to, Msg: message, Time: e.Time.Format(time.RFC3339Nano)})
 }
 
 func tagKey(name, tag string) []byte {
@@ -217,7 +218,7 @@ func Tag(tx *bolt.Tx, name, tag string, d objects.Digest) (created bool, err err
 	if err := tagsB.Put(k, encodeTag(d)); err != nil {
 		return false, fmt.Errorf("refs: record tag %s:%s: %w", name, tag, err)
 	}
-	return true, nil
+	return true, journal.Add(tx, journal.Record{Op: journal.OpTag, Name: name, Tag: tag, Digest: d})
 }
 
 // RemoveRef removes the ref name and its whole history. Its tags stay: a
@@ -241,7 +242,7 @@ func RemoveRef(tx *bolt.Tx, name string) error {
 	if err := histB.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 		return fmt.Errorf("refs: remove history of %q: %w", name, err)
 	}
-	return nil
+	return journal.Add(tx, journal.Record{Op: journal.OpRemoveRef, Name: name})
 }
 
 // RemoveTag removes the tag name:tag, so that it no longer keeps its version
@@ -268,7 +269,7 @@ func RemoveTag(tx *bolt.Tx, name, tag string) error {
 	if err := tagsB.Delete(k); err != nil {
 		return fmt.Errorf("refs: remove tag %s:%s: %w", name, tag, err)
 	}
-	return nil
+	return journal.Add(tx, journal.Record{Op: journal.OpUntag, Name: name, Tag: tag})
 }
 
 // TrimHistory drops all but the newest keep entries of name's history and
@@ -311,7 +312,10 @@ func TrimHistory(tx *bolt.Tx, name string, keep int) (removed int, err error) {
 	if err := refsB.Put([]byte(name), rec.encode()); err != nil {
 		return 0, fmt.Errorf("refs: record ref %q: %w", name, err)
 	}
-	return len(drop), nil
+	if len(drop) == 0 {
+		return 0, nil
+	}
+	return len(drop), journal.Add(tx, journal.Record{Op: journal.OpTrim, Name: name, Keep: keep})
 }
 
 // Current returns the digest the ref name points at.

@@ -37,12 +37,16 @@ func (b *BlobSet) Has(d objects.Digest) bool {
 
 // KnownBlobs takes a snapshot of every recorded blob digest (32 bytes each),
 // so that an add can skip what the store has without holding the index
-// open while it hashes.
+// open while it hashes. Blobs fsck marked suspect are left out: an add
+// writes them again, and the new copy heals the store (RecordBlobs).
 func (s *Store) KnownBlobs() (*BlobSet, error) {
 	set := &BlobSet{}
 	err := s.View(func(tx *bolt.Tx) error {
+		suspect := tx.Bucket(bucketSuspect)
 		return tx.Bucket(bucketBlobs).ForEach(func(k, _ []byte) error {
-			set.sorted = append(set.sorted, objects.Digest(k))
+			if suspect == nil || suspect.Get(k) == nil {
+				set.sorted = append(set.sorted, objects.Digest(k))
+			}
 			return nil
 		})
 	})

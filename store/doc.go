@@ -2,7 +2,11 @@
 // the temp area beside them.
 //
 //	DIR/
-//	  index.db         bbolt: format record, blob records, manifests, refs, tags
+//	  index.db         bbolt: format record, blob records, manifests, refs, tags,
+//	                   suspect blobs (what fsck found bad, until an add heals it)
+//	  journal          append-only: ref moves, tags, trims, ref removals, which
+//	                   blobs are manifests, where packed blobs lie (internal/journal)
+//	  index.db.damaged-TIME  an index fsck --rebuild-index moved aside
 //	  lock             flock(2): shared by add and checkout, exclusive for gc
 //	  objects/ab/ab…   one file per blob, named by its full hex digest
 //	  objects/packs/   pack files of small blobs (<id>.pack)
@@ -20,6 +24,28 @@
 // copies; a second process waits at most Options.LockTimeout for the lock.
 // index.db itself is built under a temp name and linked into place, so it
 // exists only once complete.
+//
+// index.db is never the only copy of what it records. Every manifest is
+// also a blob (the add writes it with the model's blobs), and every write
+// transaction first appends what it changes that the blob files cannot tell
+// to the journal, fsynced before the commit (Update). RebuildIndex rebuilds
+// a lost or damaged index from the blob files, the pack files and the
+// journal, re-hashing every blob; the old index is moved aside.
+//
+// A damaged index.db never crashes a command (guard.go): its meta and free
+// list pages are checked before bbolt maps it (a truncated file would
+// SIGBUS), every transaction runs with faults turned into panics and panics
+// into an integrity_error that names `mstore fsck --rebuild-index`, and
+// fsck reads every page in its own goroutine before bbolt's check (which
+// runs in another, where a panic could not be recovered). An index.db that
+// is gone while the journal is there is an integrity_error too, never a
+// fresh empty store.
+//
+// Healing: fsck records the blobs it finds missing or corrupt (MarkSuspect);
+// KnownBlobs leaves them out, so the next add of a model holding their bytes
+// writes them again, and RecordBlobs points their record at the new copy
+// (a loose file is replaced by rename; a packed blob gets a new copy and
+// its old bytes become garbage for gc) and clears the mark.
 //
 // The lock file (Lock) keeps gc from deleting what an add has written and
 // not yet recorded, or what a checkout reads. flock is released by the

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 )
@@ -34,7 +37,21 @@ type Finding struct {
 	Path   string `json:"path,omitempty"` // relative to the store directory
 	Size   int64  `json:"size,omitempty"`
 	Detail string `json:"detail"`
+	// Affects names, for a missing or corrupt blob, what it breaks: each
+	// version (with the names that reach it), file and tensor that needs it.
+	Affects []string `json:"affects,omitempty"`
+	// Heal says how to bring a missing or corrupt blob back.
+	Heal string `json:"heal,omitempty"`
 }
+
+// maxAffects bounds the list of what one blob breaks.
+const maxAffects = 20
+
+// healHint is what fsck tells the user to do about a bad blob. fsck marks
+// it suspect, so that the next add of a model that holds its bytes writes
+// it again instead of trusting the store's copy.
+const healHint = "re-add the model this version came from (`mstore add PATH --name NAME`): the add rewrites this blob from the source and the store is healed; " +
+	"or remove the versions that need it (`mstore rm`) and run `mstore gc`"
 
 // FsckReport is what fsck found. Missing and Corrupt are errors: something
 // the store promises to hold is not there, or not as recorded.
@@ -51,14 +68,21 @@ type FsckReport struct {
 	Missing      []Finding `json:"missing"`
 	Corrupt      []Finding `json:"corrupt"`
 	Unreferenced []Finding `json:"unreferenced"`
-	Leftovers    []Finding `json:"leftovers"`
-	Repaired     []Finding `json:"repaired"`
+	// Leftovers lists what crashed commands left: temp files in tmp/
+	// (Kind "temp", the store's own temp area, checkout leftovers
+	// included), blob and pack files the index does not record.
+	Leftovers []Finding `json:"leftovers"`
+	Repaired  []Finding `json:"repaired"`
+	// Warnings are what fsck could not fully judge, and why.
+	Warnings []string `json:"warnings"`
 }
 
-// need is a blob a manifest needs, with the size the manifest expects.
+// need is a blob a manifest needs, with the size the manifest expects and
+// where in the manifest.
 type need struct {
 	digest objects.Digest
 	size   int64
+	where  string // "tensor NAME", "file PATH" or "the manifest itself"
 }
 
 // fsckState is what fsck read from the index, copied out of the
@@ -67,6 +91,10 @@ type fsckState struct {
 	recs      map[objects.Digest]BlobRecord
 	needs     map[objects.Digest][]need // by manifest, for manifests that decode
 	reachable map[objects.Digest]bool
+	names     map[objects.Digest][]string // the names that reach each version
+	// unreadable: named versions whose manifest does not decode; what
+	// they need is unknown, so no blob is called unreferenced.
+	unreadable []objects.Digest
 }
 
 // Fsck checks the whole store: the index's own structure, every manifest
@@ -85,9 +113,9 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	}
 	defer lock.Unlock()
 
-	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}}
-	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}}
-	if err := s.View(func(tx *bolt.Tx) error { return s.checkIndex(tx, r, st) }); err != nil {
+	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}, Warnings: []string{}}
+	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}}
+	if err := s.checkedView(func(tx *bolt.Tx, canCheck bool) error { return s.checkIndex(tx, canCheck, r, st) }); err != nil {
 		return nil, err
 	}
 	r.checkNeeds(st)
@@ -97,6 +125,15 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	}
 	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
 		return nil, err
+	}
+	if log, err := journal.Read(s.journalPath()); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
+	} else if log.Damaged > 0 || log.Orphans > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal has %d damaged batch(es) and %d stray line(s): what they recorded could not be rebuilt from it", log.Damaged, log.Orphans))
+	}
+	bad := r.explainBad(st)
+	if err := s.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, bad) }); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("could not mark the %d bad blob(s) for healing in the index: %v", len(bad), err))
 	}
 	if opts.Repair {
 		if err := s.repair(r, files); err != nil {
@@ -112,12 +149,16 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 
 // checkIndex reads the index: bbolt's own page checks, the format record,
 // the refs, every manifest and every blob record.
-func (s *Store) checkIndex(tx *bolt.Tx, r *FsckReport, st *fsckState) error {
+func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckState) error {
 	corrupt := func(kind, id, format string, args ...any) {
 		r.Corrupt = append(r.Corrupt, Finding{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
 	}
-	for err := range tx.Check() {
-		corrupt("index", "", "%v", err)
+	if canCheck {
+		for err := range tx.Check() {
+			corrupt("index", "", "%v (run `mstore fsck --rebuild-index`)", err)
+		}
+	} else {
+		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
 	}
 	if err := s.checkFormat(tx); err != nil {
 		return err
@@ -145,9 +186,10 @@ func (s *Store) checkIndex(tx *bolt.Tx, r *FsckReport, st *fsckState) error {
 		m, err := Manifest(tx, d)
 		if err != nil {
 			corrupt("manifest", d.String(), "%v", err)
+			st.unreadable = append(st.unreadable, d)
 			return nil
 		}
-		st.needs[d] = manifestNeeds(m)
+		st.needs[d] = append(manifestNeeds(m), need{d, int64(len(tx.Bucket(bucketManifests).Get(d[:]))), "the manifest itself (its copy for `fsck --rebuild-index`)"})
 		return nil
 	})
 	if err != nil {
@@ -176,6 +218,7 @@ func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
 	}
 	for _, ref := range list {
 		r.Refs++
+		st.names[ref.Current] = append(st.names[ref.Current], ref.Name)
 		missing("ref", ref.Name, ref.Current, "its current version")
 		hist, err := refs.History(tx, ref.Name)
 		if err != nil {
@@ -185,6 +228,7 @@ func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
 		for i, e := range hist {
 			if i > 0 { // the newest entry is the current version, checked above
 				missing("ref", ref.Name, e.Digest, fmt.Sprintf("%s~%d", ref.Name, i))
+				st.names[e.Digest] = append(st.names[e.Digest], fmt.Sprintf("%s~%d", ref.Name, i))
 			}
 		}
 	}
@@ -194,6 +238,7 @@ func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
 	}
 	for _, t := range tags {
 		r.Tags++
+		st.names[t.Digest] = append(st.names[t.Digest], t.String())
 		missing("tag", t.Name+":"+t.Tag, t.Digest, "a tag")
 	}
 	st.reachable, err = refs.Referenced(tx)
@@ -210,23 +255,81 @@ func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
 // manifestNeeds lists every blob m needs with the size m expects.
 func manifestNeeds(m *objects.Manifest) []need {
 	var out []need
-	add := func(size int64, chunks []objects.Digest) {
+	add := func(size int64, chunks []objects.Digest, where string) {
 		for i, c := range chunks {
 			_, n := objects.ChunkBounds(size, i)
-			out = append(out, need{c, n})
+			out = append(out, need{c, n, where})
 		}
 	}
 	for _, t := range m.Tensors {
-		add(t.Size, t.Chunks)
+		add(t.Size, t.Chunks, "tensor "+strconv.Quote(t.Name))
 	}
 	for _, f := range m.Files {
 		for _, e := range f.Extents {
 			if e.Data != nil {
-				add(e.Size, e.Data.Chunks)
+				add(e.Size, e.Data.Chunks, "file "+strconv.Quote(f.Path))
 			}
 		}
 	}
 	return out
+}
+
+// explainBad fills in, for every missing or corrupt blob, what it breaks
+// and how to heal it, and returns those blobs with why (for MarkSuspect).
+func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
+	bad := map[objects.Digest]string{}
+	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
+		for _, f := range *l {
+			if f.Kind != "blob" {
+				continue
+			}
+			if d, err := objects.ParseDigest(f.ID); err == nil {
+				bad[d] = f.Detail
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return bad
+	}
+	affects := map[objects.Digest][]string{}
+	more := map[objects.Digest]int{}
+	for _, md := range sortedDigests(st.needs) {
+		version := "version " + md.Short()
+		if names := st.names[md]; len(names) > 0 {
+			version += " (" + strings.Join(names, ", ") + ")"
+		} else {
+			version += " (no name reaches it)"
+		}
+		seen := map[string]bool{}
+		for _, n := range st.needs[md] {
+			if _, ok := bad[n.digest]; !ok || seen[n.digest.String()+n.where] {
+				continue
+			}
+			seen[n.digest.String()+n.where] = true
+			if len(affects[n.digest]) == maxAffects {
+				more[n.digest]++
+				continue
+			}
+			affects[n.digest] = append(affects[n.digest], version+": "+n.where)
+		}
+	}
+	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
+		for i, f := range *l {
+			d, err := objects.ParseDigest(f.ID)
+			if _, ok := bad[d]; f.Kind != "blob" || err != nil || !ok {
+				continue
+			}
+			a := affects[d]
+			if n := more[d]; n > 0 {
+				a = append(a, fmt.Sprintf("… and %d more", n))
+			}
+			if len(a) == 0 {
+				a = []string{"no version needs it"}
+			}
+			(*l)[i].Affects, (*l)[i].Heal = a, healHint
+		}
+	}
+	return bad
 }
 
 // checkNeeds checks that every blob every manifest needs is recorded with
@@ -256,6 +359,14 @@ func (r *FsckReport) checkNeeds(st *fsckState) {
 					Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, rec.Size)})
 			}
 		}
+	}
+	if len(st.unreadable) > 0 {
+		var ids []string
+		for _, d := range st.unreadable {
+			ids = append(ids, d.Short())
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("version(s) %s cannot be read: which blobs they need is unknown, so no blob is called unreferenced", strings.Join(ids, ", ")))
+		return
 	}
 	for _, d := range sortedDigests(st.recs) {
 		if !usedBy[d] {

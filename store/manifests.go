@@ -8,12 +8,15 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 )
 
 // PutManifest records a manifest's canonical bytes under their digest. The
-// blobs it needs must be recorded in the same transaction or before.
+// blobs it needs, and the manifest itself as blob d (the copy that
+// `fsck --rebuild-index` reads), must be recorded in the same transaction
+// or before.
 func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 	b := tx.Bucket(bucketManifests)
 	if b.Get(d[:]) != nil {
@@ -22,7 +25,7 @@ func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 	if err := b.Put(d[:], bytes.Clone(encoded)); err != nil {
 		return fmt.Errorf("store: record manifest: %w", err)
 	}
-	return nil
+	return journal.Add(tx, journal.Record{Op: journal.OpManifest, Digest: d, Size: int64(len(encoded))})
 }
 
 // Manifest reads and decodes the manifest d, checking its digest.

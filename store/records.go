@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 )
 
@@ -77,19 +78,75 @@ func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
 }
 
 // RecordBlobs adds records for blobs whose files are durable. A blob already
-// recorded keeps its record (its bytes are the same).
+// recorded keeps its record (its bytes are the same), unless fsck marked it
+// suspect (missing or corrupt): then the new copy heals it, its record
+// points at the new copy and the mark goes.
 func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
+	suspect := tx.Bucket(bucketSuspect)
 	for _, r := range recs {
-		if b.Get(r.Digest[:]) != nil {
+		marked := suspect != nil && suspect.Get(r.Digest[:]) != nil
+		if b.Get(r.Digest[:]) != nil && !marked {
 			continue
+		}
+		if marked {
+			if err := suspect.Delete(r.Digest[:]); err != nil {
+				return fmt.Errorf("store: clear suspect mark: %w", err)
+			}
 		}
 		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
 			return fmt.Errorf("store: record blob: %w", err)
 		}
+		if err := journalPacked(tx, r); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// journalPacked journals where a packed blob lies: a pack file has no table
+// of its own, and `fsck --rebuild-index` needs one. A loose blob file is
+// named by its digest and needs nothing.
+func journalPacked(tx *bolt.Tx, r BlobRecord) error {
+	if r.Encoding != EncodingPacked {
+		return nil
+	}
+	return journal.Add(tx, journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset, Size: r.Size})
+}
+
+// MarkSuspect replaces the set of blobs fsck found missing or corrupt by
+// bad: an add rewrites such a blob from its source instead of trusting the
+// copy the store has (KnownBlobs leaves them out).
+func MarkSuspect(tx *bolt.Tx, bad map[objects.Digest]string) error {
+	if tx.Bucket(bucketSuspect) != nil {
+		if err := tx.DeleteBucket(bucketSuspect); err != nil {
+			return fmt.Errorf("store: suspect blobs: %w", err)
+		}
+	}
+	b, err := tx.CreateBucket(bucketSuspect)
+	if err != nil {
+		return fmt.Errorf("store: suspect blobs: %w", err)
+	}
+	for _, d := range sortedDigests(bad) {
+		if err := b.Put(d[:], []byte(bad[d])); err != nil {
+			return fmt.Errorf("store: suspect blobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// Suspect returns the blobs fsck last marked missing or corrupt and not yet
+// healed, with why.
+func Suspect(tx *bolt.Tx) map[objects.Digest]string {
+	out := map[objects.Digest]string{}
+	if b := tx.Bucket(bucketSuspect); b != nil {
+		b.ForEach(func(k, v []byte) error {
+			out[objects.Digest(k)] = string(v)
+			return nil
+		})
+	}
+	return out
 }
 
 // Blob returns the index record of blob d.
@@ -143,6 +200,11 @@ func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
 		if err := b.Delete(r.Digest[:]); err != nil {
 			return fmt.Errorf("store: remove blob record: %w", err)
 		}
+		if s := tx.Bucket(bucketSuspect); s != nil {
+			if err := s.Delete(r.Digest[:]); err != nil {
+				return fmt.Errorf("store: remove blob record: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -163,6 +225,9 @@ func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []B
 		}
 		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
 			return fmt.Errorf("store: replace blob record: %w", err)
+		}
+		if err := journalPacked(tx, r); err != nil {
+			return err
 		}
 	}
 	return nil

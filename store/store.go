@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 )
@@ -22,15 +23,21 @@ import (
 const FormatVersion = 1
 
 const (
-	indexFile  = "index.db"
-	objectsDir = "objects"
-	tmpDir     = "tmp"
+	indexFile   = "index.db"
+	journalFile = "journal"
+	objectsDir  = "objects"
+	tmpDir      = "tmp"
 )
 
 var (
 	bucketMeta      = []byte("meta")
 	bucketBlobs     = []byte("blobs")
 	bucketManifests = []byte("manifests")
+	// bucketSuspect holds the blobs fsck found missing or corrupt, so that
+	// the next add of their source rewrites them (see RecordBlobs).
+	bucketSuspect = []byte("suspect")
+
+	keyJournalSeq = []byte("journal_seq") // in bucketMeta: the last batch committed
 )
 
 // Options tune how a store is opened.
@@ -66,6 +73,12 @@ func Open(dir string, create bool, opts Options) (*Store, error) {
 	if _, err := os.Stat(filepath.Join(abs, indexFile)); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("store: %w", err)
+		}
+		if info, jerr := os.Stat(filepath.Join(abs, journalFile)); jerr == nil && info.Size() > 0 {
+			// A store whose index is lost: creating an empty one would
+			// hide every version it holds.
+			return nil, errs.New(errs.IntegrityError, "store", "%s is missing, but the store holds a journal of its versions; "+
+				"run `mstore fsck --rebuild-index` to rebuild the index from the blob files and the journal", filepath.Join(abs, indexFile))
 		}
 		if !create {
 			return nil, &errs.Error{Class: errs.NotFound, Pkg: "store", Path: abs, Offset: -1,
@@ -113,7 +126,7 @@ func (s *Store) create() error {
 				return err
 			}
 		}
-		for _, b := range [][]byte{bucketBlobs, bucketManifests} {
+		for _, b := range [][]byte{bucketBlobs, bucketManifests, bucketSuspect} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -161,18 +174,24 @@ func (s *Store) checkFormat(tx *bolt.Tx) error {
 }
 
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {
-	db, err := bolt.Open(filepath.Join(s.dir, indexFile), 0o644, &bolt.Options{
+	db, err := openBolt(filepath.Join(s.dir, indexFile), &bolt.Options{
 		Timeout:  s.opts.LockTimeout,
 		ReadOnly: readOnly,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, errs.New(errs.Conflict, "store", "another mstore command holds the store's lock (waited %s); try again when it has finished", s.opts.LockTimeout)
 	}
+	if errs.ClassOf(err) != 0 {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open index: %w", err)
 	}
 	return db, nil
 }
+
+// journalPath is the journal beside the index.
+func (s *Store) journalPath() string { return filepath.Join(s.dir, journalFile) }
 
 // View runs fn in a read-only transaction. Values read inside must be copied
 // before fn returns.
@@ -182,22 +201,44 @@ func (s *Store) View(fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	defer db.Close()
-	return db.View(fn)
+	return guarded(func() error { return db.View(fn) })
+}
+
+// journal appends what tx changed that the blob files cannot tell (see
+// package journal) to the journal, durably, before tx commits: the journal
+// never lacks what the index holds.
+func (s *Store) journal(tx *bolt.Tx) error {
+	recs, err := journal.Drain(tx)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	meta := tx.Bucket(bucketMeta)
+	seq := getU64(meta.Get(keyJournalSeq)) + 1
+	if err := journal.Append(s.journalPath(), seq, recs); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return meta.Put(keyJournalSeq, u64(seq))
 }
 
 // Update runs fn in a read-write transaction, committed durably when fn
-// returns nil.
+// returns nil. What fn changed in refs, manifests and packs is journaled
+// first.
 func (s *Store) Update(fn func(tx *bolt.Tx) error) error {
 	db, err := s.open(false)
 	if err != nil {
 		return err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		Failpoint(FailBeforeIndexCommit)
-		return nil
+	err = guarded(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			if err := s.journal(tx); err != nil {
+				return err
+			}
+			Failpoint(FailBeforeIndexCommit)
+			return nil
+		})
 	})
 	if err != nil {
 		db.Close()

@@ -3,15 +3,19 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
 )
 
 func newStore(t *testing.T) *Store {
@@ -246,5 +250,126 @@ func TestLockTimeoutIsConflict(t *testing.T) {
 	err := short.Update(func(*bolt.Tx) error { return nil })
 	if !errors.Is(err, errs.Conflict) || time.Since(start) > 5*time.Second {
 		t.Fatalf("err = %v after %s, want conflict after ~100ms", err, time.Since(start))
+	}
+}
+
+// A blob fsck marked suspect is left out of KnownBlobs, so the next add
+// writes it again; recording the new copy replaces the old record and
+// clears the mark. An unmarked blob keeps its record.
+func TestSuspectBlobIsRewritten(t *testing.T) {
+	st := newStore(t)
+	data := bytes.Repeat([]byte("healthy bytes "), 100)
+	d := objects.Sum(data)
+	other := commit(t, st, []byte("another blob"))[0]
+	first := commit(t, st, data)[0]
+	known, err := st.KnownBlobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !known.Has(d) {
+		t.Fatal("a recorded blob is not known")
+	}
+	err = st.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, map[objects.Digest]string{d: "corrupt"}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if known, _ = st.KnownBlobs(); known.Has(d) || !known.Has(other.Digest) {
+		t.Fatal("KnownBlobs must leave out exactly the suspect blobs")
+	}
+	w := st.NewBlobWriter(known)
+	if wrote, err := w.Put(d, data); err != nil || !wrote {
+		t.Fatalf("a suspect blob is not written again: %v %v", wrote, err)
+	}
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(func(tx *bolt.Tx) error {
+		rec, _, err := Blob(tx, d)
+		if rec == first || rec != recs[0] {
+			t.Errorf("record %+v, want the new copy %+v (old %+v)", rec, recs[0], first)
+		}
+		if len(Suspect(tx)) != 0 {
+			t.Errorf("the mark outlives the healing: %v", Suspect(tx))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A blob marked missing without a record (after a rebuild found no good
+	// copy) loses its mark once recorded.
+	lost := []byte("a blob no copy of was found")
+	st.Update(func(tx *bolt.Tx) error {
+		return MarkSuspect(tx, map[objects.Digest]string{objects.Sum(lost): "missing"})
+	})
+	commit(t, st, lost)
+	st.View(func(tx *bolt.Tx) error {
+		if len(Suspect(tx)) != 0 {
+			t.Errorf("the mark of an unrecorded blob outlives its recording: %v", Suspect(tx))
+		}
+		return nil
+	})
+	// Without a mark, a second copy leaves the record alone.
+	w = st.NewBlobWriter(nil)
+	w.Put(d, data)
+	again, _ := w.Commit()
+	st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, again) })
+	st.View(func(tx *bolt.Tx) error {
+		if rec, _, _ := Blob(tx, d); rec != recs[0] {
+			t.Errorf("an unmarked blob's record moved to %+v", rec)
+		}
+		return nil
+	})
+}
+
+// Every committed change to the refs is in the journal, batch numbers
+// follow the index, and a transaction that fails journals nothing that
+// counts: its number is used again by the next one.
+func TestJournalFollowsCommits(t *testing.T) {
+	st := newStore(t)
+	d := objects.Sum([]byte("v"))
+	move := func(name string, fail bool) error {
+		return st.Update(func(tx *bolt.Tx) error {
+			if _, err := refs.Move(tx, name, d, "", time.Unix(1, 2)); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("refused after the move")
+			}
+			return nil
+		})
+	}
+	if err := move("a", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := move("b", true); err == nil {
+		t.Fatal("want the error")
+	}
+	// A batch journaled and then never committed (a crash between the two).
+	if err := journal.Append(st.journalPath(), 2, []journal.Record{{Op: journal.OpMove, Name: "ghost", Digest: d, Time: time.Unix(1, 2).UTC().Format(time.RFC3339Nano)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := move("c", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return nil }); err != nil { // journals nothing
+		t.Fatal(err)
+	}
+	l, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range l.Batches {
+		for _, r := range b.Records {
+			got = append(got, fmt.Sprint(b.Seq, " ", r.Op, " ", r.Name))
+		}
+	}
+	if want := []string{"1 move a", "2 move c"}; !slices.Equal(got, want) || l.Replaced != 1 {
+		t.Fatalf("journal %v (%+v), want %v", got, l, want)
 	}
 }

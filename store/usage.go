@@ -18,6 +18,15 @@ type Usage struct {
 	BlobBytes    int64 `json:"blob_bytes"`    // sum of recorded blob sizes
 	IndexBytes   int64 `json:"index_bytes"`   // index.db on disk
 	StoredBytes  int64 `json:"stored_bytes"`  // blob bytes + index
+	// Unreadable lists the versions whose manifest cannot be read: they
+	// count in Versions, not in LogicalBytes.
+	Unreadable []UnreadableVersion `json:"unreadable"`
+}
+
+// UnreadableVersion is a version a command could not read, and why.
+type UnreadableVersion struct {
+	Version objects.Digest `json:"version"`
+	Error   string         `json:"error"`
 }
 
 // DedupRatio is logical bytes per stored byte.
@@ -28,16 +37,19 @@ func (u Usage) DedupRatio() float64 {
 	return float64(u.LogicalBytes) / float64(u.StoredBytes)
 }
 
-// Usage adds up the store's versions and blobs.
+// Usage adds up the store's versions and blobs. A version that cannot be
+// read is listed in Unreadable and the rest is counted: the caller reports
+// it.
 func (s *Store) Usage() (Usage, error) {
-	var u Usage
+	u := Usage{Unreadable: []UnreadableVersion{}}
 	err := s.View(func(tx *bolt.Tx) error {
 		err := ForEachManifest(tx, func(d objects.Digest) error {
+			u.Versions++
 			m, err := Manifest(tx, d)
 			if err != nil {
-				return err
+				u.Unreadable = append(u.Unreadable, UnreadableVersion{Version: d, Error: err.Error()})
+				return nil
 			}
-			u.Versions++
 			u.LogicalBytes += m.LogicalBytes()
 			return nil
 		})

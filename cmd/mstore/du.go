@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/store"
 )
 
@@ -24,11 +25,19 @@ var duCommand = &cli.Command{
 			return err
 		}
 		if e.json {
-			return e.printJSON(duOutput{Usage: u, DedupRatio: u.DedupRatio()})
+			err = e.printJSON(duOutput{Usage: u, DedupRatio: u.DedupRatio()})
+		} else {
+			e.printf("%d versions, %d blobs\nlogical %s\nstored  %s (blobs %s, index %s)\ndedup   %.2f×\n",
+				u.Versions, u.Blobs, humanBytes(u.LogicalBytes), humanBytes(u.StoredBytes), humanBytes(u.BlobBytes),
+				humanBytes(u.IndexBytes), u.DedupRatio())
+			for _, v := range u.Unreadable {
+				e.printf("unreadable version %s (not counted): %s\n", v.Version, v.Error)
+			}
 		}
-		e.printf("%d versions, %d blobs\nlogical %s\nstored  %s (blobs %s, index %s)\ndedup   %.2f×\n",
-			u.Versions, u.Blobs, humanBytes(u.LogicalBytes), humanBytes(u.StoredBytes), humanBytes(u.BlobBytes),
-			humanBytes(u.IndexBytes), u.DedupRatio())
-		return nil
+		if err == nil && len(u.Unreadable) > 0 {
+			err = errs.New(errs.IntegrityError, "du", "%d version(s) cannot be read, e.g. %s (the totals leave them out; run `mstore fsck`)",
+				len(u.Unreadable), u.Unreadable[0].Version)
+		}
+		return err
 	},
 }

@@ -16,9 +16,13 @@ var fsckCommand = &cli.Command{
 	Usage: "re-hash every blob and check every manifest, ref and tag (--repair removes leftovers of crashed commands)",
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "repair", Usage: "remove temp files and unrecorded blob and pack files (never anything recorded)"},
+		&cli.BoolFlag{Name: "rebuild-index", Usage: "rebuild a lost or damaged index.db from the blob files and the journal (the old one is moved aside)"},
 	},
 	Action: func(c *cli.Context) error {
-		e, st, err := withStore(c, 0, "[--repair]")
+		if c.Bool("rebuild-index") {
+			return rebuildIndex(c)
+		}
+		e, st, err := withStore(c, 0, "[--repair | --rebuild-index]")
 		if err != nil {
 			return err
 		}
@@ -43,6 +47,42 @@ var fsckCommand = &cli.Command{
 	},
 }
 
+func rebuildIndex(c *cli.Context) error {
+	e, err := newEnv(c)
+	if err != nil {
+		return err
+	}
+	if err := needArgs(c, 0, "--rebuild-index"); err != nil {
+		return err
+	}
+	if c.Bool("repair") {
+		return usageError("fsck: --repair and --rebuild-index do not go together (run fsck --repair after the rebuild)")
+	}
+	r, err := store.RebuildIndex(c.Context, e.storeDir, store.Options{}, 0)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		err = e.printJSON(r)
+	} else {
+		if r.OldIndex != "" {
+			e.printf("moved the old index aside: %s\n", r.OldIndex)
+		}
+		e.printf("rebuilt %s: %d blobs re-hashed (%s; %d loose, %d packed kept), %d versions, %d refs, %d tags from %d journal batches (%d torn or uncommitted skipped)\n",
+			r.NewIndex, r.Blobs, humanBytes(r.Bytes), r.Loose, r.Packed, r.Manifests, r.Refs, r.Tags, r.Batches, r.Skipped)
+		for _, p := range r.Problems {
+			e.printf("  problem: %s\n", p)
+		}
+		if r.OK {
+			e.printf("ok\n")
+		}
+	}
+	if err == nil && !r.OK {
+		err = errs.New(errs.IntegrityError, "fsck", "the index was rebuilt, but %d thing(s) could not be recovered as they were (listed above; run `mstore fsck`)", len(r.Problems))
+	}
+	return err
+}
+
 func printFsck(e *env, r *store.FsckReport) {
 	e.printf("checked %d blobs (%s; %d packs), %d versions, %d refs, %d tags\n",
 		r.Blobs, humanBytes(r.Bytes), r.Packs, r.Manifests, r.Refs, r.Tags)
@@ -61,6 +101,12 @@ func printFsck(e *env, r *store.FsckReport) {
 				what = f.Path
 			}
 			e.printf("  %s %s: %s\n", f.Kind, what, f.Detail)
+			for _, a := range f.Affects {
+				e.printf("    needed by %s\n", a)
+			}
+			if f.Heal != "" {
+				e.printf("    to heal: %s\n", f.Heal)
+			}
 		}
 	}
 	list("missing", r.Missing, len(r.Missing))
@@ -83,6 +129,9 @@ func printFsck(e *env, r *store.FsckReport) {
 	}
 	list("leftovers of commands that did not finish (gc or fsck --repair removes them)", r.Leftovers, fsckListed)
 	list("repaired", r.Repaired, fsckListed)
+	for _, w := range r.Warnings {
+		e.printf("warning: %s\n", w)
+	}
 	if r.OK {
 		e.printf("ok\n")
 	}

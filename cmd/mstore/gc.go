@@ -74,6 +74,12 @@ func printGC(e *env, p *gc.Plan, res *gc.Result) {
 			e.printf("failed to delete %s\n", f)
 		}
 	}
+	for _, u := range p.Unreadable {
+		e.printf("unreadable version %s: %s\n", u.Version, u.Error)
+	}
+	if p.KeptAllBlobs {
+		e.printf("kept every blob: which ones the unreadable version(s) need is unknown\n")
+	}
 	if n := len(p.KeptOrphans); n > 0 {
 		e.note("%d unrecorded file(s) kept: younger than the grace period (--grace)\n", n)
 	}

@@ -146,6 +146,10 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err := checkTagFree(st, opts, digest); err != nil {
 		return nil, err // before any blob is published: a refused add leaves nothing
 	}
+	// The manifest is a blob too: the copy `fsck --rebuild-index` reads.
+	if _, err := w.Put(digest, encoded); err != nil {
+		return nil, err
+	}
 	written, err := w.Commit()
 	if err != nil {
 		return nil, err
