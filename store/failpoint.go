@@ -48,6 +48,8 @@ const (
 	FailCheckoutRecordTemp = "checkout-record-temp"
 	// FailCheckoutExchanged: a checkout has swapped its tree with DEST's, before removing the old one.
 	FailCheckoutExchanged = "checkout-exchanged"
+	// FailPullBlobsRecorded: a pull has recorded its first round of fetched blobs, before its version is committed.
+	FailPullBlobsRecorded = "pull-blobs-recorded"
 )
 
 var failpoint = sync.OnceValues(func() (name, action string) {

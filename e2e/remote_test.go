@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// transferResult is `pull --json` and `push --json`.
+type transferResult struct {
+	Name         string  `json:"name"`
+	Tag          string  `json:"tag"`
+	Digest       string  `json:"digest"`
+	Remote       string  `json:"remote"`
+	BlobsMoved   int     `json:"blobs_moved"`
+	BytesMoved   int64   `json:"bytes_moved"`
+	BlobsPresent int     `json:"blobs_present"`
+	RefMoved     bool    `json:"ref_moved"`
+	TagCreated   bool    `json:"tag_created"`
+	Seconds      float64 `json:"seconds"`
+}
+
+func (c *cli) transfer(env []string, args ...string) transferResult {
+	c.t.Helper()
+	r := execMstore(c.t, env, append([]string{"--store", c.store, "--json"}, args...)...)
+	if r.code != 0 {
+		c.t.Fatalf("command failed:\n%s", r)
+	}
+	var res transferResult
+	decodeStrict(c.t, r, &res)
+	if !isDigest(res.Digest) {
+		c.t.Fatalf("digest %q in %s", res.Digest, r)
+	}
+	return res
+}
+
+// remoteFixture is a base model and a fine-tune of it that changes one
+// tensor, written as model directories.
+type remoteFixture struct {
+	base, tuned string
+}
+
+func newRemoteFixture(t *testing.T) remoteFixture {
+	t.Helper()
+	dir := t.TempDir()
+	ts := smallModel(40)
+	ts = append(ts, randTensor("lm_head.weight", "F32", 41, 1024, 1536)) // 6 MiB: two chunks
+	base := shardedModel(ts, 2)
+	tunedTs := append([]tensor{}, ts...)
+	tunedTs[1] = randTensor(ts[1].name, ts[1].dtype, 99, ts[1].shape...)
+	tuned := shardedModel(tunedTs, 2)
+	f := remoteFixture{base: filepath.Join(dir, "base"), tuned: filepath.Join(dir, "tuned")}
+	writeFiles(t, f.base, base)
+	writeFiles(t, f.tuned, tuned)
+	return f
+}
+
+// remoteKind is a way to get a fresh remote for a test: its URL and the
+// environment (token) a client needs.
+type remoteKind struct {
+	name string
+	// fresh returns a new empty remote's URL.
+	fresh func(t *testing.T) string
+	env   []string
+}
+
+func pathRemoteKind() remoteKind {
+	return remoteKind{name: "path", fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "remote.mstore") }}
+}
+
+// runRemoteScenarios runs the push/pull scenarios against one kind.
+func runRemoteScenarios(t *testing.T, k remoteKind) {
+	fx := newRemoteFixture(t)
+
+	t.Run("push, pull, pull again, checkout", func(t *testing.T) {
+		t.Parallel()
+		url := k.fresh(t)
+		a, b := newCLI(t), newCLI(t)
+		added := a.add(fx.base, "--name", "acme/llm")
+		pushed := a.transfer(k.env, "push", url, "acme/llm")
+		if pushed.Digest != added.Digest || pushed.BlobsMoved == 0 || pushed.BlobsPresent != 0 || !pushed.RefMoved {
+			t.Fatalf("first push: %+v", pushed)
+		}
+		again := a.transfer(k.env, "push", url, "acme/llm")
+		if again.BlobsMoved != 0 || again.BytesMoved != 0 || again.RefMoved || again.BlobsPresent != pushed.BlobsMoved {
+			t.Fatalf("second push moved something: %+v (first %+v)", again, pushed)
+		}
+		pulled := b.transfer(k.env, "pull", url, "acme/llm")
+		if pulled.Digest != added.Digest || pulled.BlobsMoved != pushed.BlobsMoved || pulled.BytesMoved != pushed.BytesMoved || pulled.BlobsPresent != 0 {
+			t.Fatalf("pull into an empty store: %+v, push was %+v", pulled, pushed)
+		}
+		if pulled.BytesMoved != added.NewBytes {
+			t.Errorf("pull moved %d bytes, add stored %d", pulled.BytesMoved, added.NewBytes)
+		}
+		re := b.transfer(k.env, "pull", url, "acme/llm")
+		if re.BlobsMoved != 0 || re.BytesMoved != 0 || re.BlobsPresent != pulled.BlobsMoved || re.RefMoved {
+			t.Fatalf("pull again moved something: %+v", re)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		b.ok("checkout", "acme/llm", out)
+		requireSameTree(t, fx.base, out)
+		if rep := b.fsck(); !rep.OK {
+			t.Fatalf("fsck after pull: %+v", rep)
+		}
+	})
+
+	t.Run("a fine-tune after its base moves only its new chunks", func(t *testing.T) {
+		t.Parallel()
+		url := k.fresh(t)
+		a, b := newCLI(t), newCLI(t)
+		a.add(fx.base, "--name", "llm")
+		a.transfer(k.env, "push", url, "llm")
+		b.transfer(k.env, "pull", url, "llm")
+		tuned := a.add(fx.tuned, "--name", "llm-ft")
+		pushed := a.transfer(k.env, "push", url, "llm-ft")
+		if pushed.BytesMoved != tuned.NewBytes {
+			t.Errorf("push of the fine-tune moved %d bytes, add stored %d new", pushed.BytesMoved, tuned.NewBytes)
+		}
+		pulled := b.transfer(k.env, "pull", url, "llm-ft")
+		if pulled.BytesMoved != tuned.NewBytes || pulled.BlobsMoved != tuned.NewBlobs || pulled.BlobsPresent == 0 {
+			t.Errorf("pull of the fine-tune: %+v; add stored %d new blobs, %d bytes", pulled, tuned.NewBlobs, tuned.NewBytes)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		b.ok("checkout", "llm-ft", out)
+		requireSameTree(t, fx.tuned, out)
+	})
+
+	t.Run("pinned pull", func(t *testing.T) {
+		t.Parallel()
+		url := k.fresh(t)
+		a, b := newCLI(t), newCLI(t)
+		v1 := a.add(fx.base, "--name", "llm").Digest
+		a.transfer(k.env, "push", url, "llm")
+		v2 := a.add(fx.tuned, "--name", "llm").Digest
+		a.transfer(k.env, "push", url, "llm")
+		onlyOther := a.add(writeFile(t, filepath.Join(t.TempDir(), "m.safetensors"), safetensorsFile(smallModel(42), nil)), "--name", "shard").Digest
+		a.transfer(k.env, "push", url, "shard")
+
+		b.ok("init")
+		before := b.snapshot()
+		msg := b.failEnv(k.env, "not_found", "pull", url, "llm@"+onlyOther)
+		if !strings.Contains(msg, "history") {
+			t.Errorf("refusal does not say why: %s", msg)
+		}
+		b.failEnv(k.env, "not_found", "pull", url, "llm@"+strings.Repeat("0", 64))
+		b.requireUnchanged(before)
+
+		got := b.transfer(k.env, "pull", url, "llm@"+v1[:12])
+		if got.Digest != v1 {
+			t.Fatalf("pinned pull of v1 got %s", got.Digest)
+		}
+		if d := b.show("llm@" + v1).Digest; d != v1 {
+			t.Fatalf("local llm@v1 is %s", d)
+		}
+		got = b.transfer(k.env, "pull", url, "llm")
+		if got.Digest != v2 {
+			t.Fatalf("pull of llm got %s, want %s", got.Digest, v2)
+		}
+	})
+
+	t.Run("tags", func(t *testing.T) {
+		t.Parallel()
+		url := k.fresh(t)
+		a, b := newCLI(t), newCLI(t)
+		v1 := a.add(fx.base, "--name", "llm", "--tag", "v1").Digest
+		res := a.transfer(k.env, "push", url, "llm:v1")
+		if !res.TagCreated || res.RefMoved {
+			t.Fatalf("push of a tag: %+v", res)
+		}
+		if res := a.transfer(k.env, "push", url, "llm:v1"); res.TagCreated || res.BlobsMoved != 0 {
+			t.Fatalf("push of the tag again: %+v", res)
+		}
+		// Another store's llm:v1 at another digest is a conflict on push.
+		c := newCLI(t)
+		c.add(fx.tuned, "--name", "llm", "--tag", "v1")
+		c.failEnv(k.env, "conflict", "push", url, "llm:v1")
+
+		got := b.transfer(k.env, "pull", url, "llm:v1", "--as", "mine")
+		if got.Digest != v1 || !got.TagCreated || got.Name != "mine" {
+			t.Fatalf("pull of a tag: %+v", got)
+		}
+		if d := b.show("mine:v1").Digest; d != v1 {
+			t.Fatalf("local mine:v1 is %s", d)
+		}
+		// A local tag at another digest is never overwritten.
+		d := newCLI(t)
+		d.add(fx.tuned, "--name", "llm", "--tag", "v1")
+		before := d.snapshot()
+		d.failEnv(k.env, "conflict", "pull", url, "llm:v1")
+		d.requireUnchanged(before)
+	})
+
+	t.Run("push of a moved ref is a conflict", func(t *testing.T) {
+		t.Parallel()
+		url := k.fresh(t)
+		a, b := newCLI(t), newCLI(t)
+		a.add(fx.base, "--name", "llm")
+		a.transfer(k.env, "push", url, "llm")
+		b.add(fx.tuned, "--name", "llm")
+		msg := b.failEnv(k.env, "conflict", "push", url, "llm")
+		if !strings.Contains(msg, "pull") {
+			t.Errorf("conflict does not say how to proceed: %s", msg)
+		}
+		// Once b has pulled the remote's version and moved on from it, b can push.
+		b.transfer(k.env, "pull", url, "llm")
+		tuned := b.add(fx.tuned, "--name", "llm").Digest
+		if res := b.transfer(k.env, "push", url, "llm"); res.Digest != tuned || !res.RefMoved {
+			t.Fatalf("push after pull: %+v", res)
+		}
+	})
+}
+
+// failEnv runs a command with extra environment variables that must fail
+// with class (checked with --json: exit code, class, empty stdout) and
+// returns its message.
+func (c *cli) failEnv(env []string, class string, args ...string) string {
+	c.t.Helper()
+	r := execMstore(c.t, env, append([]string{"--store", c.store, "--json"}, args...)...)
+	if r.code != exitCodes[class] || r.stdout != "" {
+		c.t.Fatalf("want a %s failure (exit %d):\n%s", class, exitCodes[class], r)
+	}
+	var e struct {
+		Error struct{ Class, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Error.Class != class || !strings.Contains(e.Error.Message, class) {
+		c.t.Fatalf("stderr is not a %s JSON error naming its class: %v\n%s", class, err, r)
+	}
+	return e.Error.Message
+}
+
+func TestRemotePath(t *testing.T) {
+	t.Parallel()
+	runRemoteScenarios(t, pathRemoteKind())
+}
