@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/remote/transfer"
@@ -10,6 +12,7 @@ import (
 var remoteFlags = []cli.Flag{
 	&cli.IntFlag{Name: "jobs", Value: transfer.DefaultJobs, Usage: "requests in flight at once"},
 	&cli.StringFlag{Name: "token-file", Usage: "file holding the bearer token (default $MSTORE_TOKEN)"},
+	&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up when a network remote has not answered for this long"},
 }
 
 var pullCommand = &cli.Command{

@@ -95,6 +95,6 @@ func openRemote(c *cli.Context, st *store.Store, arg string, create bool) (remot
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := transfer.Open(u, transfer.OpenOptions{Create: create, Token: token})
+	r, err := transfer.Open(u, transfer.OpenOptions{Create: create, Token: token, Timeout: c.Duration("timeout")})
 	return r, arg, err
 }

@@ -3,6 +3,7 @@ package transfer
 import (
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/remote"
@@ -15,6 +16,9 @@ type OpenOptions struct {
 	Create bool
 	// Token is the bearer token for an HTTP remote.
 	Token string
+	// Timeout is how long a network remote may stall before the command
+	// gives up; zero means a minute.
+	Timeout time.Duration
 }
 
 // Kind says which implementation a remote URL names.

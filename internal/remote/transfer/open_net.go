@@ -1,10 +1,17 @@
 package transfer
 
 import (
+	"context"
+
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/internal/remote/httpremote"
 )
 
 func openNetwork(u string, o OpenOptions) (remote.Remote, error) {
+	switch Kind(u) {
+	case "http":
+		return httpremote.New(context.Background(), u, httpremote.ClientOptions{Token: o.Token, StallTimeout: o.Timeout})
+	}
 	return nil, errs.New(errs.UnsupportedVersion, "remote", "%q: this kind of remote is not built yet", u)
 }
