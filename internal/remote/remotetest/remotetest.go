@@ -289,3 +289,24 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 		}
 	})
 }
+
+// MakeManySmall builds a version of n small files (a model of many small
+// tensors, as far as the blobs go): n blobs of a few hundred bytes.
+func MakeManySmall(t testing.TB, seed uint64, n int) Version {
+	t.Helper()
+	var v Version
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "opaque", Tensors: []objects.Tensor{}}
+	for i := range n {
+		data := []byte(fmt.Sprintf("%d/%08d %s", seed, i, bytes.Repeat([]byte{'x'}, 200+i%100)))
+		d := objects.Sum(data)
+		v.Blobs = append(v.Blobs, remote.Blob{Digest: d, Data: data})
+		m.Files = append(m.Files, objects.File{Path: fmt.Sprintf("f%08d", i), Size: int64(len(data)), Digest: d, Role: objects.RoleOther,
+			Extents: []objects.Extent{{Kind: objects.ExtentFrame, Size: int64(len(data)), Data: &objects.Data{Digest: d, Chunks: []objects.Digest{d}}}}})
+	}
+	d, enc, err := m.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Digest, v.Encoded = d, enc
+	return v
+}
