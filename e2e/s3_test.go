@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mstore/mstore/internal/remote/s3remote/s3test"
 )
@@ -62,4 +64,34 @@ func TestServeOverBucket(t *testing.T) {
 	if (oa.code == 0) == (ob.code == 0) || (oa.code != 0 && oa.code != exitCodes["conflict"]) || (ob.code != 0 && ob.code != exitCodes["conflict"]) {
 		t.Fatalf("racing pushes through two servers: %s and %s, want one success and one conflict\n%s\n%s", oa, ob, pa.stderr.String(), pb.stderr.String())
 	}
+}
+
+// TestServeRestartedDuringPush: a stateless server over a bucket killed in
+// the middle of a push and started again on the same address; the push
+// retries through the gap and completes.
+func TestServeRestartedDuringPush(t *testing.T) {
+	t.Parallel()
+	k, gw := s3RemoteKind(t)
+	bucket := k.fresh(t)
+	tok := tokenFile(t)
+	args := []string{"--remote", bucket, "--allow-push", "--token-file", tok}
+	s1 := startServe(t, filepath.Join(t.TempDir(), "unused"), "127.0.0.1:0", gw.Env(), args...)
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	p := a.start([]string{"MSTORE_TOKEN=" + testToken, "MSTORE_FAILPOINT=push-blobs-sent:stop"},
+		"--json", "push", s1.url, "llm", "--jobs", "1", "--timeout", "20s")
+	p.waitStopped(t)
+	s1.stop()
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	time.Sleep(500 * time.Millisecond) // the push retries against nothing
+	startServe(t, filepath.Join(t.TempDir(), "unused2"), s1.addr(), gw.Env(), args...)
+	if out := p.wait(t); out.code != 0 {
+		t.Fatalf("push across a server restart: %s\n%s", out, p.stderr.String())
+	}
+	b := newCLI(t)
+	b.transfer(gw.Env(), "pull", bucket, "llm")
+	dir := filepath.Join(t.TempDir(), "out")
+	b.ok("checkout", "llm", dir)
+	requireSameTree(t, fx.base, dir)
 }

@@ -50,6 +50,8 @@ const (
 	FailCheckoutExchanged = "checkout-exchanged"
 	// FailPullBlobsRecorded: a pull has recorded its first round of fetched blobs, before its version is committed.
 	FailPullBlobsRecorded = "pull-blobs-recorded"
+	// FailPushBlobsSent: a push has had its first request of blobs accepted by the remote.
+	FailPushBlobsSent = "push-blobs-sent"
 )
 
 var failpoint = sync.OnceValues(func() (name, action string) {

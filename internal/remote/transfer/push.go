@@ -145,6 +145,7 @@ func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, r
 			}
 			moved.Add(int64(len(blobs)))
 			bytes.Add(j.bytes)
+			store.Failpoint(store.FailPushBlobsSent)
 			return nil
 		})
 	}
