@@ -42,7 +42,7 @@ var pullCommand = &cli.Command{
 		defer r.Close()
 		res, err := transfer.Pull(c.Context, st, r, transfer.PullOptions{
 			Version: c.Args().Get(1), As: c.String("as"), Jobs: c.Int("jobs"),
-			CheckpointBytes: c.Int64("checkpoint-bytes"), RemoteName: name,
+			CheckpointBytes: c.Int64("checkpoint-bytes"), RemoteName: name, Progress: e.progress("pull"),
 		})
 		if err != nil {
 			return err

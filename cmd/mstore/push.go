@@ -22,7 +22,7 @@ var pushCommand = &cli.Command{
 		}
 		defer r.Close()
 		res, err := transfer.Push(c.Context, st, r, transfer.PushOptions{
-			Version: c.Args().Get(1), Jobs: c.Int("jobs"), RemoteName: name,
+			Version: c.Args().Get(1), Jobs: c.Int("jobs"), RemoteName: name, Progress: e.progress("push"),
 		})
 		if err != nil {
 			return err

@@ -142,6 +142,12 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 	if err != nil || len(missing) == 0 {
 		return err
 	}
+	// gc of this store waits while blobs are written and not yet recorded.
+	lock, err := r.st.Lock(store.LockShared, 0)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	w := r.st.NewBlobWriter(nil)
 	defer w.Abort()
 	for _, b := range blobs {

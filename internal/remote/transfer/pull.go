@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
@@ -35,6 +36,8 @@ type PullOptions struct {
 	CheckpointBytes int64
 	// RemoteName names the remote in the history entry.
 	RemoteName string
+	// Progress, if not nil, is told the bytes to fetch and those fetched.
+	Progress progress.Reporter
 }
 
 // Result is what a pull or push did.
@@ -120,6 +123,13 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 	if err := checkLocalTag(st, name, spec.Tag, d); err != nil {
 		return nil, err
 	}
+	// As for add: gc waits while a pull holds the store's lock (shared),
+	// so it never deletes what this pull found, wrote or recorded.
+	lock, err := st.Lock(store.LockShared, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	need := m.Blobs()
 	var missing []objects.Digest
 	if err := st.View(func(tx *bolt.Tx) error {
@@ -140,8 +150,16 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 	}
 	var last []store.BlobRecord
 	all := rounds(planJobs(missing, sizes), limit)
+	if o.Progress != nil {
+		var total int64
+		for _, d := range missing {
+			total += sizes[d]
+		}
+		o.Progress.Start(total)
+		defer o.Progress.Finish()
+	}
 	for i, round := range all {
-		recs, err := fetchRound(ctx, st, r, round, sizes, jobs)
+		recs, err := fetchRound(ctx, st, r, round, sizes, jobs, o.Progress)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +209,7 @@ func checkLocalTag(st *store.Store, name, tag string, d objects.Digest) error {
 // fetchRound fetches the blobs of jobs, several requests at once, checks
 // each against its digest and size, and makes them durable in st. It
 // returns their records, not yet in the index.
-func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, sizes map[objects.Digest]int64, n int) ([]store.BlobRecord, error) {
+func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, sizes map[objects.Digest]int64, n int, bar progress.Reporter) ([]store.BlobRecord, error) {
 	w := st.NewBlobWriter(nil)
 	defer w.Abort()
 	g, gctx := errgroup.WithContext(ctx)
@@ -222,6 +240,8 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 			}
 			if err != nil {
 				failed.Store(true)
+			} else if bar != nil {
+				bar.Add(j.bytes)
 			}
 			return err
 		})

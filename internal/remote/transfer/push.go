@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
@@ -25,6 +26,8 @@ type PushOptions struct {
 	Jobs int
 	// RemoteName names the remote in messages.
 	RemoteName string
+	// Progress, if not nil, is told the bytes to send and those sent.
+	Progress progress.Reporter
 }
 
 // Push sends a local version to r: the blobs r lacks (r verifies each),
@@ -43,6 +46,11 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
+	lock, err := st.Lock(store.LockShared, 0) // gc waits while blobs are read
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	var m *objects.Manifest
 	var encoded []byte
 	var recs map[objects.Digest]store.BlobRecord
@@ -95,7 +103,15 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if jobs <= 0 {
 		jobs = DefaultJobs
 	}
-	moved, bytes, err := upload(ctx, st, r, planJobs(missing, sizes), recs, jobs)
+	if o.Progress != nil {
+		var total int64
+		for _, d := range missing {
+			total += sizes[d]
+		}
+		o.Progress.Start(total)
+		defer o.Progress.Finish()
+	}
+	moved, bytes, err := upload(ctx, st, r, planJobs(missing, sizes), recs, jobs, o.Progress)
 	res.BlobsMoved, res.BytesMoved = int(moved.Load()), bytes.Load()
 	if err != nil {
 		return nil, err
@@ -121,7 +137,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 }
 
 // upload sends the blobs of jobs, reading (and so verifying) each from st.
-func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, recs map[objects.Digest]store.BlobRecord, n int) (*atomic.Int64, *atomic.Int64, error) {
+func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, recs map[objects.Digest]store.BlobRecord, n int, bar progress.Reporter) (*atomic.Int64, *atomic.Int64, error) {
 	var moved, bytes atomic.Int64
 	rd := st.NewBlobReader()
 	defer rd.Close()
@@ -145,6 +161,9 @@ func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, r
 			}
 			moved.Add(int64(len(blobs)))
 			bytes.Add(j.bytes)
+			if bar != nil {
+				bar.Add(j.bytes)
+			}
 			store.Failpoint(store.FailPushBlobsSent)
 			return nil
 		})
