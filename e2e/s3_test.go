@@ -95,3 +95,78 @@ func TestServeRestartedDuringPush(t *testing.T) {
 	b.ok("checkout", "llm", dir)
 	requireSameTree(t, fx.base, dir)
 }
+
+type remoteGCResult struct {
+	DryRun bool `json:"dry_run"`
+	Plan   struct {
+		Delete    []struct{ Key string } `json:"delete"`
+		KeptYoung []struct{ Key string } `json:"kept_young"`
+	} `json:"plan"`
+	Result *struct {
+		Deleted int `json:"deleted"`
+	} `json:"result"`
+}
+
+func (c *cli) remoteGC(env []string, args ...string) remoteGCResult {
+	c.t.Helper()
+	r := execMstore(c.t, env, append([]string{"--store", c.store, "--json", "gc"}, args...)...)
+	if r.code != 0 {
+		c.t.Fatalf("gc --remote failed:\n%s", r)
+	}
+	var res remoteGCResult
+	decodeStrict(c.t, r, &res)
+	return res
+}
+
+// TestRemoteGC: gc of a bucket keeps everything a push in flight has sent
+// (it is younger than --grace) and every version a ref or tag names, and
+// deletes what an interrupted push left once the grace period is waived.
+func TestRemoteGC(t *testing.T) {
+	t.Parallel()
+	k, gw := s3RemoteKind(t)
+	bucket := k.fresh(t)
+	env := gw.Env()
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm", "--tag", "v1")
+	a.transfer(env, "push", bucket, "llm")
+	a.transfer(env, "push", bucket, "llm:v1")
+	a.add(fx.tuned, "--name", "llm-ft")
+
+	p := a.start(append(env, "MSTORE_FAILPOINT=push-blobs-sent:stop"), "push", bucket, "llm-ft", "--jobs", "1")
+	p.waitStopped(t)
+	res := a.remoteGC(env, "--remote", bucket)
+	if res.Result == nil || res.Result.Deleted != 0 || len(res.Plan.KeptYoung) == 0 {
+		t.Fatalf("gc during a push: %+v; want nothing deleted and the push's blobs kept as young", res)
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if out := p.wait(t); out.code != 0 {
+		t.Fatalf("push after a gc ran beside it: %s\n%s", out, p.stderr.String())
+	}
+
+	// A push killed midway leaves blobs no manifest names.
+	a.add(writeFile(t, filepath.Join(t.TempDir(), "m.safetensors"), safetensorsFile(smallModel(88), nil)), "--name", "lost")
+	a.add(writeFile(t, filepath.Join(t.TempDir(), "big", "m.safetensors"), safetensorsFile([]tensor{randTensor("w", "F32", 5, 1024, 1280)}, nil)), "--name", "lost")
+	killed := a.start(append(env, "MSTORE_FAILPOINT=push-blobs-sent"), "push", bucket, "lost", "--jobs", "1")
+	if out := killed.wait(t); out.signal == 0 {
+		t.Fatalf("push did not die at its failpoint: %s", out)
+	}
+	dry := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run")
+	if !dry.DryRun || dry.Result != nil || len(dry.Plan.Delete) == 0 {
+		t.Fatalf("dry run: %+v; want the killed push's blobs planned", dry)
+	}
+	res = a.remoteGC(env, "--remote", bucket, "--grace", "0s")
+	if res.Result == nil || res.Result.Deleted != len(dry.Plan.Delete) {
+		t.Fatalf("gc: %+v; want the %d objects of the dry run deleted", res, len(dry.Plan.Delete))
+	}
+	if again := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run"); len(again.Plan.Delete) != 0 {
+		t.Fatalf("a second gc still finds %d objects to delete", len(again.Plan.Delete))
+	}
+	for name, want := range map[string]string{"llm": fx.base, "llm:v1": fx.base, "llm-ft": fx.tuned} {
+		b := newCLI(t)
+		b.transfer(env, "pull", bucket, name)
+		out := filepath.Join(t.TempDir(), "out")
+		b.ok("checkout", name, out)
+		requireSameTree(t, want, out)
+	}
+}
