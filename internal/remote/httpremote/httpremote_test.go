@@ -145,3 +145,69 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("gave up after %s, stall timeout 1.5 s", d)
 	}
 }
+
+// blocking is a backend whose HasBlobs waits until released.
+type blocking struct {
+	remote.Remote
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blocking) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Remote.HasBlobs(ctx, ds)
+}
+
+// TestConcurrencyLimit: a request beyond the limit waits, then is told to
+// come back later (503 with Retry-After) rather than queue without bound.
+func TestConcurrencyLimit(t *testing.T) {
+	backend, err := pathremote.Open(filepath.Join(t.TempDir(), "s"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := blocking{Remote: backend, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := httptest.NewServer(httpremote.NewHandler(httpremote.ServerOptions{Backend: b, MaxConcurrent: 1, QueueWait: 100 * time.Millisecond}))
+	defer srv.Close()
+	go http.Post(srv.URL+"/v1/blobs/has", "application/json", strings.NewReader(`{"digests":[]}`))
+	<-b.entered
+	resp, err := http.Get(srv.URL + "/v1/capabilities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a request over the limit: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	close(b.release)
+	resp, err = http.Get(srv.URL + "/v1/capabilities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after the slot is free: %d", resp.StatusCode)
+	}
+}
+
+// TestBoundedHeaders: a request with 64 KiB of headers is refused.
+func TestBoundedHeaders(t *testing.T) {
+	backend, err := pathremote.Open(filepath.Join(t.TempDir(), "s"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(httpremote.NewHandler(httpremote.ServerOptions{Backend: backend}))
+	srv.Config = httpremote.NewServer(srv.Config.Handler)
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/capabilities", nil)
+	req.Header.Set("X-Padding", strings.Repeat("x", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("64 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}

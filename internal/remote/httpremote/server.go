@@ -30,13 +30,15 @@ type ServerOptions struct {
 	ReadToken string
 	// MaxConcurrent bounds the requests served at once; zero means 64.
 	MaxConcurrent int
+	// QueueWait is how long a request waits for one of those before it is
+	// told to retry (503, Retry-After); zero means 10 s.
+	QueueWait time.Duration
 }
 
 // Limits of one request.
 const (
 	maxJSONBody     = 4 << 20
 	maxBlobsBody    = remote.MaxBatchBytes + remote.MaxBatchBlobs*40
-	queueWait       = 10 * time.Second
 	maxHeaderBytes  = 32 << 10
 	immutableHeader = "public, max-age=31536000, immutable"
 )
@@ -52,6 +54,9 @@ type server struct {
 func NewHandler(o ServerOptions) http.Handler {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = 64
+	}
+	if o.QueueWait <= 0 {
+		o.QueueWait = 10 * time.Second
 	}
 	s := &server{o: o, slot: make(chan struct{}, o.MaxConcurrent)}
 	s.push, s.read = sha256.Sum256([]byte(o.PushToken)), sha256.Sum256([]byte(o.ReadToken))
@@ -89,7 +94,7 @@ func NewServer(h http.Handler) *http.Server {
 // is told to come back (503 with Retry-After), which clients honour.
 func (s *server) limit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := time.NewTimer(queueWait)
+		t := time.NewTimer(s.o.QueueWait)
 		defer t.Stop()
 		select {
 		case s.slot <- struct{}{}:
