@@ -185,20 +185,46 @@ func (r *Remote) exists(ctx context.Context, key string) (bool, error) {
 	return err == nil, err
 }
 
-// HasBlobs implements remote.Remote, several questions at once.
+// listFrom is how many questions about one fan-out folder make it cheaper
+// to list the folder (a request per 1000 keys) than to ask for each blob.
+const listFrom = 16
+
+// HasBlobs implements remote.Remote, several questions at once: one HEAD
+// per blob, or one listing of a fan-out folder that many questions share.
 func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, error) {
 	if len(ds) > remote.MaxHasBlobs {
 		return nil, errs.New(errs.SizeLimitExceeded, "s3", "asked about %d blobs at once (at most %d)", len(ds), remote.MaxHasBlobs)
 	}
 	out := make([]bool, len(ds))
+	byFolder := map[string][]int{}
+	for i, d := range ds {
+		h := d.String()[:2]
+		byFolder[h] = append(byFolder[h], i)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for i, d := range ds {
-		g.Go(func() error {
-			ok, err := r.exists(gctx, r.blobKey(d))
-			out[i] = ok
-			return err
-		})
+	for folder, idx := range byFolder {
+		if len(idx) >= listFrom {
+			g.Go(func() error {
+				have := map[string]bool{}
+				err := r.list(gctx, "blobs/"+folder+"/", func(o minio.ObjectInfo) error {
+					have[o.Key] = true
+					return nil
+				})
+				for _, i := range idx {
+					out[i] = have[r.blobKey(ds[i])]
+				}
+				return err
+			})
+			continue
+		}
+		for _, i := range idx {
+			g.Go(func() error {
+				ok, err := r.exists(gctx, r.blobKey(ds[i]))
+				out[i] = ok
+				return err
+			})
+		}
 	}
 	return out, r.wrap(g.Wait(), "stat blobs in")
 }
