@@ -328,12 +328,23 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 		}
 		return he
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, objects.ChunkSize+1))
-	if err != nil {
-		return err
-	}
-	if len(b) > objects.ChunkSize {
+	if resp.ContentLength > objects.ChunkSize {
 		return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
+	}
+	var b []byte
+	if resp.ContentLength >= 0 {
+		// The usual case: one allocation of the right size, no regrowing.
+		b = make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return err
+		}
+	} else {
+		if b, err = io.ReadAll(io.LimitReader(resp.Body, objects.ChunkSize+1)); err != nil {
+			return err
+		}
+		if len(b) > objects.ChunkSize {
+			return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
+		}
 	}
 	if resp.StatusCode == http.StatusOK && (off > 0 || n >= 0) {
 		// A server (or proxy) that ignored the Range header.
