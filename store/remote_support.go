@@ -2,10 +2,14 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
 
@@ -56,3 +60,42 @@ func Remotes(tx *bolt.Tx) map[string]string {
 	}
 	return out
 }
+
+// OpenBlob opens the stored bytes of rec, unverified, for handing to a
+// receiver that checks them itself (serve gives a loose blob's file to
+// sendfile instead of reading and hashing it). A missing or short file is
+// an integrity_error.
+func (s *Store) OpenBlob(rec BlobRecord) (io.ReadSeekCloser, error) {
+	var path string
+	switch rec.Encoding {
+	case EncodingRaw:
+		path = s.BlobPath(rec.Digest)
+	case EncodingPacked:
+		path = s.PackPath(rec.Pack)
+	default:
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s: unknown encoding %d", rec.Digest.Short(), rec.Encoding)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s is missing from the store (run `mstore fsck`)", rec.Digest.Short())
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s: unreadable", rec.Digest.Short())
+	}
+	info, err := f.Stat()
+	if err != nil || info.Size() < rec.Offset+rec.Size || rec.Encoding == EncodingRaw && info.Size() != rec.Size {
+		f.Close()
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s: its file does not have the recorded size (run `mstore fsck`)", rec.Digest.Short())
+	}
+	if rec.Encoding == EncodingRaw {
+		return f, nil
+	}
+	return sectionFile{io.NewSectionReader(f, rec.Offset, rec.Size), f}, nil
+}
+
+type sectionFile struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s sectionFile) Close() error { return s.f.Close() }

@@ -6,6 +6,7 @@ package pathremote
 
 import (
 	"context"
+	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -91,6 +92,16 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 		return nil, err
 	}
 	return remote.Range(data, d, off, n)
+}
+
+// OpenBlob opens blob d as stored, unverified, with its size: serve hands
+// it to the client, which checks it (see httpremote.BlobOpener).
+func (r *Remote) OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error) {
+	recs, err := r.records([]objects.Digest{d})
+	if err != nil {
+		return nil, err
+	}
+	return r.st.OpenBlob(recs[0])
 }
 
 // GetBlobs implements remote.Remote.

@@ -140,6 +140,15 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 				t.Fatalf("GetBlobs[%d] is not blob %s", i, d.Short())
 			}
 		}
+		// A small blob alone, and a range of it (a store keeps these in packs).
+		one, err := r.GetBlob(ctx, blobs[7].Digest, 2, 5)
+		if err != nil || !bytes.Equal(one, blobs[7].Data[2:7]) {
+			t.Fatalf("GetBlob range of a small blob: %q, %v", one, err)
+		}
+		one, err = r.GetBlob(ctx, blobs[8].Digest, 0, -1)
+		if err != nil || !bytes.Equal(one, blobs[8].Data) {
+			t.Fatalf("GetBlob of a small blob: %q, %v", one, err)
+		}
 		_, err = r.GetBlobs(ctx, []objects.Digest{ds[0], objects.Sum([]byte("absent"))})
 		wantClass(t, err, errs.NotFound, "GetBlobs with a missing blob")
 	})
