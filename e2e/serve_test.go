@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -317,5 +321,37 @@ func TestServeTLS(t *testing.T) {
 	r := execMstore(t, nil, "--store", newCLI(t).store, "pull", srv.url, "llm", "--timeout", "1s")
 	if r.code == 0 || !strings.Contains(r.stderr, "certificate") {
 		t.Fatalf("pull from a server whose certificate is not trusted:\n%s", r)
+	}
+}
+
+// TestPullThroughProxy: HTTP_PROXY is honoured. The remote's host name
+// does not resolve; only the proxy (a test server here, forwarding to
+// serve) knows where it is.
+func TestPullThroughProxy(t *testing.T) {
+	t.Parallel()
+	fx := newRemoteFixture(t)
+	srv := pushServer(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	target, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proxied atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host != "models.mstore-test.invalid" {
+			http.Error(w, "not a proxy request for the test host: "+r.URL.String(), http.StatusBadGateway)
+			return
+		}
+		proxied.Add(1)
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	b := newCLI(t)
+	res := b.transfer([]string{"HTTP_PROXY=" + proxy.URL, "NO_PROXY="}, "pull", "http://models.mstore-test.invalid", "llm")
+	if res.BlobsMoved == 0 || proxied.Load() == 0 {
+		t.Fatalf("pull through a proxy: %+v, %d proxied requests", res, proxied.Load())
 	}
 }
