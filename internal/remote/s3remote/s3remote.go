@@ -135,18 +135,19 @@ func (r *Remote) get(ctx context.Context, key string, limit int64, opts minio.Ge
 		return nil, "", err
 	}
 	defer obj.Close()
-	b, err := io.ReadAll(io.LimitReader(obj, limit+1))
+	info, err := obj.Stat() // sends the request; its Size sizes the buffer
 	if err != nil {
 		return nil, "", err
 	}
-	if int64(len(b)) > limit {
+	var buf bytes.Buffer
+	buf.Grow(int(min(max(info.Size, 0), limit)) + 1)
+	if _, err := buf.ReadFrom(io.LimitReader(obj, limit+1)); err != nil {
+		return nil, "", err
+	}
+	if int64(buf.Len()) > limit {
 		return nil, "", errs.New(errs.SizeLimitExceeded, "s3", "object %s is over %d bytes", key, limit)
 	}
-	info, err := obj.Stat()
-	if err != nil {
-		return nil, "", err
-	}
-	return b, info.ETag, nil
+	return buf.Bytes(), info.ETag, nil
 }
 
 // put writes an object; with ifAbsent it is refused (412) if one exists,
