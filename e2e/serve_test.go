@@ -177,6 +177,10 @@ func TestPushNeedsToken(t *testing.T) {
 		}
 	}
 	served.requireUnchanged(before)
+	// The token from a file works as MSTORE_TOKEN does.
+	if res := a.transfer(nil, "push", srv.url, "llm", "--token-file", tokenFile(t)); !res.RefMoved {
+		t.Fatalf("push with --token-file: %+v", res)
+	}
 	ro := startServe(t, filepath.Join(t.TempDir(), "ro"), "127.0.0.1:0", nil)
 	r := execMstore(t, []string{"MSTORE_TOKEN=" + testToken}, "--store", a.store, "push", ro.url, "llm")
 	if r.code == 0 || !strings.Contains(r.stderr, "read-only") {

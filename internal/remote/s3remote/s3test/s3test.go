@@ -22,6 +22,9 @@ const Version = "v1.8.0"
 // builds it into, else $PATH.
 func Binary() (string, error) {
 	if p := os.Getenv("MSTORE_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", err
+		}
 		return p, nil
 	}
 	cache := os.Getenv("XDG_CACHE_HOME")
@@ -64,13 +67,29 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
+	dir := t.TempDir()
+	var lastLog string
+	for attempt := 0; attempt < 3; attempt++ {
+		// The port is free when chosen; another process may take it before
+		// versitygw binds it, so a server that exits at once is retried.
+		s, ok := start(t, bin, dir)
+		if ok {
+			return s
+		}
+		lastLog = s.log.String()
+	}
+	t.Fatalf("versitygw did not start: %s", lastLog)
+	return nil
+}
+
+func start(t testing.TB, bin, dir string) (*Server, bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &Server{Endpoint: "http://" + addr, AccessKey: "mstoretestaccess", SecretKey: "mstoretestsecretkey0123", Dir: t.TempDir(), log: &bytes.Buffer{}}
+	s := &Server{Endpoint: "http://" + addr, AccessKey: "mstoretestaccess", SecretKey: "mstoretestsecretkey0123", Dir: dir, log: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin, "--port", addr, "posix", s.Dir)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -79,10 +98,6 @@ func Start(t testing.TB) *Server {
 	}
 	done := make(chan struct{})
 	go func() { s.cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-done
-	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -92,15 +107,21 @@ func Start(t testing.TB) *Server {
 		}
 		select {
 		case <-done:
-			t.Fatalf("versitygw exited: %s", s.log)
+			return s, false
 		default:
 		}
 		if time.Now().After(deadline) {
+			s.cmd.Process.Kill()
+			<-done
 			t.Fatalf("versitygw did not listen on %s in 20 s: %s", addr, s.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		<-done
+	})
+	return s, true
 }
 
 // Bucket creates a bucket and returns its name.
