@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -232,4 +233,47 @@ func (c *cli) failEnv(env []string, class string, args ...string) string {
 func TestRemotePath(t *testing.T) {
 	t.Parallel()
 	runRemoteScenarios(t, pathRemoteKind())
+}
+
+// TestRemoteNames: remote add|ls|rm, kept in the store, and push and pull
+// by name.
+func TestRemoteNames(t *testing.T) {
+	t.Parallel()
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	dir := filepath.Join(t.TempDir(), "team.mstore")
+	a.ok("remote", "add", "team", dir)
+	a.ok("remote", "add", "web", "https://models.example.com:8443")
+	var ls struct {
+		Remotes []struct{ Name, URL string } `json:"remotes"`
+	}
+	a.json(&ls, "remote", "ls")
+	if len(ls.Remotes) != 2 || ls.Remotes[0].Name != "team" || ls.Remotes[0].URL != dir || ls.Remotes[1].Name != "web" {
+		t.Fatalf("remote ls: %+v", ls)
+	}
+	a.fail("conflict", "remote", "add", "team", "/elsewhere")
+	a.fail("schema_error", "remote", "add", "bad/name", dir)
+	a.fail("schema_error", "remote", "add", "ftp", "ftp://host/x")
+	pushed := a.transfer(nil, "push", "team", "llm")
+	if pushed.Remote != "team" || pushed.BlobsMoved == 0 {
+		t.Fatalf("push by name: %+v", pushed)
+	}
+	b := newCLI(t)
+	b.ok("remote", "add", "team", dir)
+	if got := b.transfer(nil, "pull", "team", "llm"); got.Digest != pushed.Digest {
+		t.Fatalf("pull by name: %+v", got)
+	}
+	if log := b.ok("log", "llm"); !strings.Contains(log, "pull team llm") {
+		t.Errorf("the history entry does not say where the version came from:\n%s", log)
+	}
+	a.ok("remote", "rm", "team")
+	a.fail("not_found", "remote", "rm", "team")
+	a.json(&ls, "remote", "ls")
+	if len(ls.Remotes) != 1 || ls.Remotes[0].Name != "web" {
+		t.Fatalf("remote ls after rm: %+v", ls)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.db")); err != nil {
+		t.Fatalf("remote rm touched the remote: %v", err)
+	}
 }
