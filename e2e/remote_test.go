@@ -176,6 +176,10 @@ func runRemoteScenarios(t *testing.T, k remoteKind) {
 		c := newCLI(t)
 		c.add(fx.tuned, "--name", "llm", "--tag", "v1")
 		c.failEnv(k.env, "conflict", "push", url, "llm:v1")
+		if res := c.transfer(k.env, "push", url, "llm"); res.BlobsPresent == 0 || res.BlobsMoved == 0 {
+			// The refused tag push sent nothing: the blobs only c has move now.
+			t.Fatalf("push after a refused tag push: %+v", res)
+		}
 
 		got := b.transfer(k.env, "pull", url, "llm:v1", "--as", "mine")
 		if got.Digest != v1 || !got.TagCreated || got.Name != "mine" {

@@ -77,6 +77,16 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 			return nil, err
 		}
 	}
+	if spec.Kind == refs.KindTag {
+		// Refuse before sending anything (CreateTag checks again at the end).
+		old, err := r.Tag(ctx, spec.Name, spec.Tag)
+		if err != nil && errs.ClassOf(err) != errs.NotFound {
+			return nil, err
+		}
+		if err == nil && old != d {
+			return nil, errs.New(errs.Conflict, "push", "tag %s on %s already names %s, not %s; tags never move (choose another tag)", o.Version, o.RemoteName, old.Short(), d.Short())
+		}
+	}
 	need := m.Blobs()
 	var missing []objects.Digest
 	for i := 0; i < len(need); i += remote.MaxHasBlobs {
