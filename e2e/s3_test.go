@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -46,9 +47,15 @@ func TestServeOverBucket(t *testing.T) {
 	if got.Digest != base {
 		t.Fatalf("pulled %s through the second server, pushed %s through the first", got.Digest, base)
 	}
-	// Direct from the bucket too.
+	// Direct from the bucket too, its endpoint given as a flag.
 	c := newCLI(t)
-	if got := c.transfer(gw.Env(), "pull", bucket, "llm"); got.Digest != base || got.BytesMoved == 0 {
+	var creds []string
+	for _, kv := range gw.Env() {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL=") {
+			creds = append(creds, kv)
+		}
+	}
+	if got := c.transfer(creds, "pull", bucket, "llm", "--endpoint-url", gw.Endpoint); got.Digest != base || got.BytesMoved == 0 {
 		t.Fatalf("pull from the bucket: %+v", got)
 	}
 	out := filepath.Join(t.TempDir(), "out")

@@ -38,7 +38,7 @@ func remoteGC(c *cli.Context) error {
 	if transfer.Kind(u) != "s3" {
 		return errs.New(errs.SchemaError, "gc", "%q: gc --remote collects a bucket remote (s3://…); collect another store with `mstore --store DIR gc` where it lives", u)
 	}
-	r, err := s3remote.Open(u, s3remote.Options{})
+	r, err := s3remote.Open(u, s3Options(c))
 	if err != nil {
 		return err
 	}

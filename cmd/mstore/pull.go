@@ -13,6 +13,8 @@ var remoteFlags = []cli.Flag{
 	&cli.IntFlag{Name: "jobs", Value: transfer.DefaultJobs, Usage: "requests in flight at once"},
 	&cli.StringFlag{Name: "token-file", Usage: "file holding the bearer token (default $MSTORE_TOKEN)"},
 	&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up when a network remote has not answered for this long"},
+	&cli.StringFlag{Name: "endpoint-url", Usage: "the S3-compatible object store of an s3:// remote (default $AWS_ENDPOINT_URL)"},
+	&cli.StringFlag{Name: "region", Usage: "its region (default $AWS_REGION, else us-east-1)"},
 }
 
 var pullCommand = &cli.Command{

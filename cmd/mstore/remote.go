@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/internal/remote/s3remote"
 	"github.com/mstore/mstore/internal/remote/transfer"
 	"github.com/mstore/mstore/store"
 )
@@ -83,6 +84,12 @@ var remoteCommand = &cli.Command{
 	},
 }
 
+// s3Options are the flags that reach a bucket (credentials come from the
+// AWS_* variables only: flags would show them to every user of the machine).
+func s3Options(c *cli.Context) s3remote.Options {
+	return s3remote.Options{Endpoint: c.String("endpoint-url"), Region: c.String("region")}
+}
+
 // openRemote opens the remote arg names (a name from `remote add`, else a
 // URL) with the token of --token-file or $MSTORE_TOKEN. create makes a
 // missing path remote (push).
@@ -95,6 +102,6 @@ func openRemote(c *cli.Context, st *store.Store, arg string, create bool) (remot
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := transfer.Open(u, transfer.OpenOptions{Create: create, Token: token, Timeout: c.Duration("timeout")})
+	r, err := transfer.Open(u, transfer.OpenOptions{Create: create, Token: token, Timeout: c.Duration("timeout"), S3: s3Options(c)})
 	return r, arg, err
 }

@@ -27,6 +27,8 @@ var serveCommand = &cli.Command{
 		&cli.StringFlag{Name: "tls-key", Usage: "the certificate's private key (PEM)"},
 		&cli.StringFlag{Name: "remote", Usage: "serve this remote (e.g. s3://BUCKET/PREFIX) instead of the store; nothing is kept locally"},
 		&cli.IntFlag{Name: "max-requests", Value: 64, Usage: "requests served at once"},
+		&cli.StringFlag{Name: "endpoint-url", Usage: "the object store of an s3:// --remote (default $AWS_ENDPOINT_URL)"},
+		&cli.StringFlag{Name: "region", Usage: "its region (default $AWS_REGION, else us-east-1)"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
@@ -57,7 +59,7 @@ var serveCommand = &cli.Command{
 		var backend remote.Remote
 		what := ""
 		if u := c.String("remote"); u != "" {
-			if backend, err = transfer.Open(u, transfer.OpenOptions{}); err != nil {
+			if backend, err = transfer.Open(u, transfer.OpenOptions{S3: s3Options(c)}); err != nil {
 				return err
 			}
 			what = u

@@ -8,6 +8,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
+	"github.com/mstore/mstore/internal/remote/s3remote"
 )
 
 // OpenOptions say how to reach a remote.
@@ -19,6 +20,9 @@ type OpenOptions struct {
 	// Timeout is how long a network remote may stall before the command
 	// gives up; zero means a minute.
 	Timeout time.Duration
+	// S3 says how to reach a bucket remote; empty fields come from the
+	// AWS_* variables.
+	S3 s3remote.Options
 }
 
 // Kind says which implementation a remote URL names.

@@ -14,7 +14,7 @@ func openNetwork(u string, o OpenOptions) (remote.Remote, error) {
 	case "http":
 		return httpremote.New(context.Background(), u, httpremote.ClientOptions{Token: o.Token, StallTimeout: o.Timeout})
 	case "s3":
-		return s3remote.Open(u, s3remote.Options{})
+		return s3remote.Open(u, o.S3)
 	}
 	return nil, errs.New(errs.UnsupportedVersion, "remote", "%q: this kind of remote is not built yet", u)
 }
