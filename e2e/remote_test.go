@@ -281,3 +281,27 @@ func TestRemoteNames(t *testing.T) {
 		t.Fatalf("remote rm touched the remote: %v", err)
 	}
 }
+
+// TestPullRefusals: version names pull does not take, and a server that
+// is not there, change nothing and say why.
+func TestPullRefusals(t *testing.T) {
+	t.Parallel()
+	a := newCLI(t)
+	a.ok("init")
+	before := a.snapshot()
+	dir := filepath.Join(t.TempDir(), "remote")
+	if r := execMstore(t, nil, "--store", dir, "init"); r.code != 0 {
+		t.Fatal(r)
+	}
+	a.fail("schema_error", "pull", dir, strings.Repeat("ab", 32))
+	a.fail("schema_error", "pull", dir, "llm~1")
+	a.fail("schema_error", "pull", dir, "llm", "--as", "../x")
+	a.fail("not_found", "pull", dir, "llm")
+	a.fail("not_found", "pull", filepath.Join(t.TempDir(), "nothing-here"), "llm")
+	a.fail("schema_error", "pull", "ftp://host/x", "llm")
+	r := a.run("pull", "http://127.0.0.1:1", "llm", "--timeout", "1s")
+	if r.code == 0 || !strings.Contains(r.stderr, "is the server up") {
+		t.Fatalf("pull from a server that is not there:\n%s", r)
+	}
+	a.requireUnchanged(before)
+}
