@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -249,13 +250,16 @@ func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, e
 		return nil, err
 	}
 	out := make([][]byte, len(ds))
+	var total atomic.Int64 // a batch stays under MaxBatchBytes, whatever it asks
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for i, d := range ds {
 		g.Go(func() error {
 			var err error
-			out[i], err = r.GetBlob(gctx, d, 0, -1)
-			return err
+			if out[i], err = r.GetBlob(gctx, d, 0, -1); err != nil {
+				return err
+			}
+			return remote.CheckBatch(len(ds), total.Add(int64(len(out[i]))))
 		})
 	}
 	return out, g.Wait()
