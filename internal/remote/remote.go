@@ -142,9 +142,16 @@ func Range(data []byte, d objects.Digest, off, n int64) ([]byte, error) {
 	return data[off : off+n], nil
 }
 
-// VerifyBlobs checks each blob against its digest: what a receiver does
-// before it stores anything.
+// VerifyBlobs checks a batch's bounds and each blob against its digest:
+// what a receiver does before it stores anything.
 func VerifyBlobs(blobs []Blob) error {
+	var total int64
+	for _, b := range blobs {
+		total += int64(len(b.Data))
+	}
+	if err := CheckBatch(len(blobs), total); err != nil {
+		return err
+	}
 	for _, b := range blobs {
 		if err := objects.Verify(b.Data, b.Digest, "uploaded blob "+b.Digest.Short()); err != nil {
 			return err

@@ -151,6 +151,20 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 		wantClass(t, err, errs.NotFound, "GetBlobs with a missing blob")
 	})
 
+	t.Run("a batch over its bounds is refused", func(t *testing.T) {
+		r := open(t)
+		v := MakeVersion(t, 20, 5*objects.ChunkSize) // 20 MiB in five chunks
+		for _, b := range v.Blobs {
+			if err := r.PutBlobs(ctx, []remote.Blob{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := r.GetBlobs(ctx, digests(v.Blobs))
+		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of 20 MiB at once")
+		w := MakeVersion(t, 21, 5*objects.ChunkSize)
+		wantClass(t, r.PutBlobs(ctx, w.Blobs), errs.SizeLimitExceeded, "PutBlobs of 20 MiB at once")
+	})
+
 	t.Run("upload under the wrong digest is refused", func(t *testing.T) {
 		r := open(t)
 		good := []byte("the bytes")

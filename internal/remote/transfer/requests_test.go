@@ -29,8 +29,10 @@ func TestSmallBlobsTravelInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := src.PutBlobs(ctx, v.Blobs); err != nil {
-		t.Fatal(err)
+	for i := 0; i < n; i += 4000 {
+		if err := src.PutBlobs(ctx, v.Blobs[i:min(i+4000, n)]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := src.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 		t.Fatal(err)
