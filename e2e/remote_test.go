@@ -305,3 +305,65 @@ func TestPullRefusals(t *testing.T) {
 	}
 	a.requireUnchanged(before)
 }
+
+// TestPullKilled: a pull killed at any of its instants (fetched blobs
+// written, a round recorded, its commit made and not yet applied) leaves a
+// store fsck calls clean and no version; the next pull completes it.
+func TestPullKilled(t *testing.T) {
+	t.Parallel()
+	fx := newRemoteFixture(t)
+	src := newCLI(t)
+	src.add(fx.base, "--name", "llm")
+	dir := filepath.Join(t.TempDir(), "remote")
+	src.ok("push", dir, "llm")
+	for _, point := range []string{"blob-temp-written", "blobs-durable", "pull-blobs-recorded", "index-before-commit"} {
+		t.Run(point, func(t *testing.T) {
+			b := newCLI(t)
+			b.ok("init")
+			p := b.start([]string{"MSTORE_FAILPOINT=" + point}, "pull", dir, "llm", "--checkpoint-bytes", "1", "--jobs", "1")
+			if out := p.wait(t); out.signal == 0 {
+				t.Fatalf("pull did not die at %s: %s\n%s", point, out, p.stderr.String())
+			}
+			if ls := b.ok("ls"); strings.Contains(ls, "llm") {
+				t.Fatalf("a killed pull recorded a version:\n%s", ls)
+			}
+			b.fsck()
+			b.transfer(nil, "pull", dir, "llm")
+			out := filepath.Join(t.TempDir(), "out")
+			b.ok("checkout", "llm", out)
+			requireSameTree(t, fx.base, out)
+		})
+	}
+}
+
+// TestPushKilled: a push to a store directory killed midway leaves that
+// store clean, its ref where it was; the next push completes it.
+func TestPushKilled(t *testing.T) {
+	t.Parallel()
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	a.add(fx.tuned, "--name", "llm2")
+	for _, point := range []string{"blob-temp-written", "blobs-durable", "push-blobs-sent", "index-before-commit"} {
+		t.Run(point, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "remote")
+			a.ok("push", dir, "llm")
+			remote := &cli{t: t, store: dir}
+			before := remote.ok("--json", "ls")
+			p := a.start([]string{"MSTORE_FAILPOINT=" + point}, "push", dir, "llm2", "--jobs", "1")
+			if out := p.wait(t); out.signal == 0 {
+				t.Fatalf("push did not die at %s: %s\n%s", point, out, p.stderr.String())
+			}
+			if after := remote.ok("--json", "ls"); after != before {
+				t.Fatalf("a killed push changed the remote's names:\n%s\n%s", before, after)
+			}
+			remote.fsck()
+			a.ok("push", dir, "llm2")
+			b := newCLI(t)
+			b.ok("pull", dir, "llm2")
+			out := filepath.Join(t.TempDir(), "out")
+			b.ok("checkout", "llm2", out)
+			requireSameTree(t, fx.tuned, out)
+		})
+	}
+}
