@@ -181,6 +181,14 @@ func TestPushNeedsToken(t *testing.T) {
 	if res := a.transfer(nil, "push", srv.url, "llm", "--token-file", tokenFile(t)); !res.RefMoved {
 		t.Fatalf("push with --token-file: %+v", res)
 	}
+	// --read-token-file: reading needs a token too.
+	readTok := writeFile(t, filepath.Join(t.TempDir(), "read-token"), []byte("reader-token\n"))
+	guarded := startServe(t, srv.store, "127.0.0.1:0", nil, "--read-token-file", readTok)
+	b := newCLI(t)
+	if r := execMstore(t, nil, "--store", b.store, "pull", guarded.url, "llm"); r.code == 0 || !strings.Contains(r.stderr, "401") {
+		t.Fatalf("pull without the read token:\n%s", r)
+	}
+	b.transfer([]string{"MSTORE_TOKEN=reader-token"}, "pull", guarded.url, "llm")
 	ro := startServe(t, filepath.Join(t.TempDir(), "ro"), "127.0.0.1:0", nil)
 	r := execMstore(t, []string{"MSTORE_TOKEN=" + testToken}, "--store", a.store, "push", ro.url, "llm")
 	if r.code == 0 || !strings.Contains(r.stderr, "read-only") {
