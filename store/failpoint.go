@@ -46,4 +46,8 @@ const (
 	FailCheckoutExchanged = "checkout-exchanged"
 	// FailAddParsed: an add has parsed its model and read nothing else yet.
 	FailAddParsed = "add-parsed"
+	// FailPullBlobsRecorded: a pull has recorded its first round of fetched blobs, before its version is committed.
+	FailPullBlobsRecorded = "pull-blobs-recorded"
+	// FailPushBlobsSent: a push has had its first request of blobs accepted by the remote.
+	FailPushBlobsSent = "push-blobs-sent"
 )

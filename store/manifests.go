@@ -107,3 +107,25 @@ func (s *Store) Resolve(name string) (objects.Digest, error) {
 	})
 	return d, err
 }
+
+// WriteManifestBlob makes the blob copy of manifest d durable (the copy
+// `fsck --rebuild-index` reads back) unless the store records it already,
+// and returns the records to commit with the manifest, in the same
+// transaction as PutManifest. Every writer of a manifest that does not
+// already stage it with its other blobs (as add does) calls this first.
+func (s *Store) WriteManifestBlob(d objects.Digest, encoded []byte) ([]BlobRecord, error) {
+	var have bool
+	if err := s.View(func(tx *bolt.Tx) error {
+		var err error
+		_, have, err = Blob(tx, d)
+		return err
+	}); err != nil || have {
+		return nil, err
+	}
+	w := s.NewBlobWriter(nil)
+	defer w.Abort()
+	if _, err := w.Put(d, encoded); err != nil {
+		return nil, err
+	}
+	return w.Commit()
+}

@@ -14,10 +14,11 @@ const fsckListed = 20
 var fsckCommand = &cli.Command{
 	Name:  "fsck",
 	Usage: "re-hash every blob and check every manifest, ref and tag (--repair removes leftovers of crashed commands)",
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "repair", Usage: "remove temp files and unrecorded blob and pack files (never anything recorded)"},
 		&cli.BoolFlag{Name: "rebuild-index", Usage: "rebuild a lost or damaged index.db from the blob files and the journal (the old one is moved aside)"},
-	},
+		&cli.StringFlag{Name: "from", Usage: "with --repair: fetch missing or corrupt blobs and manifests again from this remote (verified)"},
+	}, remoteFlags...),
 	Action: func(c *cli.Context) error {
 		if c.Bool("rebuild-index") {
 			return rebuildIndex(c)
@@ -29,6 +30,11 @@ var fsckCommand = &cli.Command{
 		r, err := st.Fsck(c.Context, store.FsckOptions{Repair: c.Bool("repair")})
 		if r == nil {
 			return err
+		}
+		if c.String("from") != "" && err == nil {
+			if r, err = healFrom(c, e, st, r); r == nil {
+				return err
+			}
 		}
 		if e.json {
 			if perr := e.printJSON(r); perr != nil && err == nil {

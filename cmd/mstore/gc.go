@@ -21,8 +21,14 @@ var gcCommand = &cli.Command{
 		&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be deleted and stop"},
 		&cli.DurationFlag{Name: "grace", Value: gc.DefaultGrace, Usage: "delete files no index record names (left by crashed commands) only when older than this"},
 		&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, Usage: "how long to wait for running adds and checkouts"},
+		&cli.StringFlag{Name: "remote", Usage: "collect a bucket remote (s3://BUCKET/PREFIX) instead of the store"},
+		&cli.StringFlag{Name: "endpoint-url", Usage: "the object store of the --remote bucket (default $AWS_ENDPOINT_URL)"},
+		&cli.StringFlag{Name: "region", Usage: "its region (default $AWS_REGION, else us-east-1)"},
 	},
 	Action: func(c *cli.Context) error {
+		if c.String("remote") != "" {
+			return remoteGC(c)
+		}
 		e, st, err := withStore(c, 0, "[--dry-run] [--grace DURATION] [--wait DURATION]")
 		if err != nil {
 			return err

@@ -63,6 +63,7 @@ func newApp() *cli.App {
 			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
 			tagCommand, rmCommand, diffCommand, duCommand,
 			gcCommand, fsckCommand, trimCommand,
+			pullCommand, pushCommand, remoteCommand, serveCommand,
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors

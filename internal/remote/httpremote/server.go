@@ -1,0 +1,429 @@
+package httpremote
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+)
+
+// BlobOpener is what a backend may offer beside remote.Remote: a blob as
+// stored, unverified, so that serve can hand a file to sendfile instead of
+// reading it. Clients check every blob's digest, so nothing is lost.
+type BlobOpener interface {
+	OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error)
+}
+
+// ServerOptions say what a server serves and to whom.
+type ServerOptions struct {
+	Backend remote.Remote
+	// AllowPush enables the write endpoints; they need PushToken.
+	AllowPush bool
+	PushToken string
+	// ReadToken, when set, is needed (or PushToken) to read anything.
+	ReadToken string
+	// MaxConcurrent bounds the requests served at once; zero means 64.
+	MaxConcurrent int
+	// QueueWait is how long a request waits for one of those before it is
+	// told to retry (503, Retry-After); zero means 10 s.
+	QueueWait time.Duration
+}
+
+// Limits of one request.
+const (
+	maxJSONBody     = 4 << 20
+	maxBlobsBody    = remote.MaxBatchBytes + remote.MaxBatchBlobs*40
+	maxHeaderBytes  = 32 << 10
+	immutableHeader = "public, max-age=31536000, immutable"
+)
+
+type server struct {
+	o    ServerOptions
+	slot chan struct{}
+	push [32]byte
+	read [32]byte
+}
+
+// NewHandler returns the handler of the /v1/ protocol over o.Backend.
+func NewHandler(o ServerOptions) http.Handler {
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 64
+	}
+	if o.QueueWait <= 0 {
+		o.QueueWait = 10 * time.Second
+	}
+	s := &server{o: o, slot: make(chan struct{}, o.MaxConcurrent)}
+	s.push, s.read = sha256.Sum256([]byte(o.PushToken)), sha256.Sum256([]byte(o.ReadToken))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/capabilities", s.readable(s.capabilities))
+	mux.HandleFunc("POST /v1/blobs/has", s.readable(s.hasBlobs))
+	mux.HandleFunc("GET /v1/blobs/{digest}", s.readable(s.getBlob))
+	mux.HandleFunc("POST /v1/blobs/get", s.readable(s.getBlobs))
+	mux.HandleFunc("POST /v1/blobs", s.pushable(s.putBlobs))
+	mux.HandleFunc("GET /v1/manifests/{digest}", s.readable(s.getManifest))
+	mux.HandleFunc("PUT /v1/manifests/{digest}", s.pushable(s.putManifest))
+	mux.HandleFunc("GET /v1/refs", s.readable(s.getRef))
+	mux.HandleFunc("POST /v1/refs", s.pushable(s.moveRef))
+	mux.HandleFunc("GET /v1/tags", s.readable(s.getTag))
+	mux.HandleFunc("PUT /v1/tags", s.pushable(s.createTag))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, errs.New(errs.NotFound, "serve", "no endpoint %s %s (this server speaks /v1/; see /v1/capabilities)", r.Method, r.URL.Path))
+	})
+	return s.limit(mux)
+}
+
+// NewServer wraps h in an http.Server with bounded headers and timeouts.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// limit bounds the requests in flight; one that waits too long for a slot
+// is told to come back (503 with Retry-After), which clients honour.
+func (s *server) limit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(s.o.QueueWait)
+		defer t.Stop()
+		select {
+		case s.slot <- struct{}{}:
+			defer func() { <-s.slot }()
+			h.ServeHTTP(w, r)
+		case <-t.C:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+	})
+}
+
+func (s *server) tokenIs(r *http.Request, want [32]byte) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+func unauthorized(w http.ResponseWriter, msg string) {
+	var doc errorDoc
+	doc.Error.Class, doc.Error.Message = classUnauthorized, msg
+	w.Header().Set("WWW-Authenticate", `Bearer realm="mstore"`)
+	writeJSON(w, http.StatusUnauthorized, doc)
+}
+
+func (s *server) readable(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.o.ReadToken != "" && !s.tokenIs(r, s.read) && !(s.o.AllowPush && s.tokenIs(r, s.push)) {
+			unauthorized(w, "this server needs a token to read (--token-file or MSTORE_TOKEN)")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *server) pushable(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.o.AllowPush {
+			var doc errorDoc
+			doc.Error.Class, doc.Error.Message = "read_only", "this server is read-only (serve --allow-push to accept pushes)"
+			writeJSON(w, http.StatusForbidden, doc)
+			return
+		}
+		if s.o.PushToken == "" || !s.tokenIs(r, s.push) {
+			unauthorized(w, "push needs the server's token (--token-file or MSTORE_TOKEN)")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func fail(w http.ResponseWriter, err error) {
+	var doc errorDoc
+	c := errs.ClassOf(err)
+	status := statusOf(c)
+	doc.Error.Class, doc.Error.Message = c.Key(), err.Error()
+	if errors.Is(err, context.Canceled) {
+		status = 499
+	}
+	var missing *remote.MissingBlobsError
+	if errors.As(err, &missing) {
+		doc.Missing = missing.Missing
+	}
+	writeJSON(w, status, doc)
+}
+
+func digestParam(r *http.Request) (objects.Digest, error) {
+	return objects.ParseDigest(r.PathValue("digest"))
+}
+
+func nameParam(r *http.Request) (string, error) {
+	return refs.ParseName(r.URL.Query().Get("name"))
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errs.New(errs.SizeLimitExceeded, "serve", "request body over %d bytes", maxJSONBody)
+		}
+		return errs.Wrap(errs.SchemaError, "serve", err, "request body")
+	}
+	return nil
+}
+
+func (s *server) capabilities(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
+		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs})
+}
+
+func (s *server) hasBlobs(w http.ResponseWriter, r *http.Request) {
+	var req digestList
+	if err := readJSON(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	have, err := s.o.Backend.HasBlobs(r.Context(), req.Digests)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, haveList{Have: have})
+}
+
+func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
+	d, err := digestParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var content io.ReadSeeker
+	if o, ok := s.o.Backend.(BlobOpener); ok {
+		f, err := o.OpenBlob(r.Context(), d)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		defer f.Close()
+		content = f
+	} else {
+		data, err := s.o.Backend.GetBlob(r.Context(), d, 0, -1)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		content = bytes.NewReader(data)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", immutableHeader)
+	w.Header().Set("ETag", `"`+d.String()+`"`)
+	http.ServeContent(w, r, "", time.Time{}, content)
+}
+
+func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) {
+	var req digestList
+	if err := readJSON(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := remote.CheckBatch(len(req.Digests), 0); err != nil {
+		fail(w, err)
+		return
+	}
+	data, err := s.o.Backend.GetBlobs(r.Context(), req.Digests)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var total int64
+	for _, b := range data {
+		total += int64(8 + len(b))
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(total, 10))
+	for _, b := range data {
+		w.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+		w.Write(b)
+	}
+}
+
+func (s *server) putBlobs(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, maxBlobsBody)
+	blobs, err := readFrames(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			err = errs.New(errs.SizeLimitExceeded, "serve", "upload over %d bytes", maxBlobsBody)
+		}
+		fail(w, err)
+		return
+	}
+	if err := s.o.Backend.PutBlobs(r.Context(), blobs); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// readFrames reads an upload: digest(32) len(8) bytes, repeated.
+func readFrames(rd io.Reader) ([]remote.Blob, error) {
+	var out []remote.Blob
+	var total int64
+	var head [40]byte
+	for {
+		if _, err := io.ReadFull(rd, head[:]); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, errs.Wrap(errs.SchemaError, "serve", err, "upload frame header")
+		}
+		n := binary.BigEndian.Uint64(head[32:])
+		if n > objects.ChunkSize {
+			return nil, errs.New(errs.SizeLimitExceeded, "serve", "uploaded blob of %d bytes (blobs are at most %d)", n, objects.ChunkSize)
+		}
+		total += int64(n)
+		if err := remote.CheckBatch(len(out)+1, total); err != nil {
+			return nil, err
+		}
+		data := make([]byte, n)
+		if _, err := io.ReadFull(rd, data); err != nil {
+			return nil, errs.Wrap(errs.SchemaError, "serve", err, "upload truncated")
+		}
+		out = append(out, remote.Blob{Digest: objects.Digest(head[:32]), Data: data})
+	}
+}
+
+func (s *server) getManifest(w http.ResponseWriter, r *http.Request) {
+	d, err := digestParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	b, err := s.o.Backend.GetManifest(r.Context(), d)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", immutableHeader)
+	w.Write(b)
+}
+
+func (s *server) putManifest(w http.ResponseWriter, r *http.Request) {
+	d, err := digestParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, remote.MaxManifestBytes))
+	if err != nil {
+		fail(w, errs.Wrap(errs.SizeLimitExceeded, "serve", err, "manifest upload"))
+		return
+	}
+	if err := s.o.Backend.PutManifest(r.Context(), d, b); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) getRef(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	info, err := s.o.Backend.Ref(r.Context(), name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, refDoc{Name: info.Name, Current: info.Current, History: info.History})
+}
+
+func (s *server) moveRef(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var req moveDoc
+	if err := readJSON(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	var from objects.Digest
+	if req.From != nil {
+		from = *req.From
+	}
+	if err := s.o.Backend.MoveRef(r.Context(), name, from, req.To, req.Message); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) getTag(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	tag, err := refs.ParseTag(r.URL.Query().Get("tag"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	d, err := s.o.Backend.Tag(r.Context(), name, tag)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tagDoc{Digest: d})
+}
+
+func (s *server) createTag(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	tag, err := refs.ParseTag(r.URL.Query().Get("tag"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var req tagDoc
+	if err := readJSON(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	created, err := s.o.Backend.CreateTag(r.Context(), name, tag, req.Digest)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tagDoc{Digest: req.Digest, Created: created})
+}

@@ -1,0 +1,333 @@
+package remotetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/objects"
+)
+
+// Version is a manifest made for tests with the blobs it needs.
+type Version struct {
+	Digest  objects.Digest
+	Encoded []byte
+	Blobs   []remote.Blob
+}
+
+// MakeVersion builds a version of one file: a run of size random bytes
+// (seeded) kept as a frame, cut into chunks as add cuts it.
+func MakeVersion(t testing.TB, seed uint64, size int64) Version {
+	t.Helper()
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	var v Version
+	run := &objects.Data{Digest: objects.Sum(data)}
+	for i := range objects.ChunkCount(size) {
+		off, n := objects.ChunkBounds(size, i)
+		d := objects.Sum(data[off : off+n])
+		run.Chunks = append(run.Chunks, d)
+		v.Blobs = append(v.Blobs, remote.Blob{Digest: d, Data: data[off : off+n]})
+	}
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "opaque", Files: []objects.File{{
+		Path: "blob.bin", Size: size, Digest: run.Digest, Role: objects.RoleOther,
+		Extents: []objects.Extent{{Kind: objects.ExtentFrame, Size: size, Data: run}},
+	}}, Tensors: []objects.Tensor{}}
+	d, enc, err := m.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Digest, v.Encoded = d, enc
+	return v
+}
+
+func wantClass(t *testing.T, err error, c errs.Class, what string) {
+	t.Helper()
+	if errs.ClassOf(err) != c {
+		t.Fatalf("%s: got %v, want %s", what, err, c.Key())
+	}
+}
+
+func digests(blobs []remote.Blob) []objects.Digest {
+	out := make([]objects.Digest, len(blobs))
+	for i, b := range blobs {
+		out[i] = b.Digest
+	}
+	return out
+}
+
+// Run runs the suite. open returns a new, empty remote each time.
+func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
+	ctx := context.Background()
+	small := func(t *testing.T, r remote.Remote, seed uint64) Version {
+		t.Helper()
+		v := MakeVersion(t, seed, 5<<20+1234) // two chunks: 4 MiB and the rest
+		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	t.Run("blobs", func(t *testing.T) {
+		r := open(t)
+		v := MakeVersion(t, 1, 5<<20)
+		ds := digests(v.Blobs)
+		has, err := r.HasBlobs(ctx, ds)
+		if err != nil || len(has) != len(ds) || has[0] || has[1] {
+			t.Fatalf("empty remote: HasBlobs %v, %v", has, err)
+		}
+		_, err = r.GetBlob(ctx, ds[0], 0, -1)
+		wantClass(t, err, errs.NotFound, "GetBlob of a missing blob")
+		if err := r.PutBlobs(ctx, v.Blobs[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PutBlobs(ctx, v.Blobs); err != nil { // one present already
+			t.Fatal(err)
+		}
+		has, err = r.HasBlobs(ctx, append(ds, objects.Sum([]byte("absent"))))
+		if err != nil || !has[0] || !has[1] || has[2] {
+			t.Fatalf("HasBlobs %v, %v; want true, true, false", has, err)
+		}
+		got, err := r.GetBlob(ctx, ds[1], 0, -1)
+		if err != nil || !bytes.Equal(got, v.Blobs[1].Data) {
+			t.Fatalf("GetBlob: %d bytes, %v", len(got), err)
+		}
+		got, err = r.GetBlob(ctx, ds[0], 1000, 5000)
+		if err != nil || !bytes.Equal(got, v.Blobs[0].Data[1000:6000]) {
+			t.Fatalf("GetBlob range: %d bytes, %v", len(got), err)
+		}
+		got, err = r.GetBlob(ctx, ds[1], 100, -1)
+		if err != nil || !bytes.Equal(got, v.Blobs[1].Data[100:]) {
+			t.Fatalf("GetBlob open range: %d bytes, %v", len(got), err)
+		}
+	})
+
+	t.Run("batches of small blobs", func(t *testing.T) {
+		r := open(t)
+		var blobs []remote.Blob
+		for i := range 300 {
+			data := []byte(fmt.Sprintf("small blob %d", i))
+			blobs = append(blobs, remote.Blob{Digest: objects.Sum(data), Data: data})
+		}
+		if err := r.PutBlobs(ctx, blobs); err != nil {
+			t.Fatal(err)
+		}
+		ds := digests(blobs)
+		// Asked in another order than written.
+		for i, j := 0, len(ds)-1; i < j; i, j = i+1, j-1 {
+			ds[i], ds[j] = ds[j], ds[i]
+		}
+		got, err := r.GetBlobs(ctx, ds)
+		if err != nil || len(got) != len(ds) {
+			t.Fatalf("GetBlobs: %d, %v", len(got), err)
+		}
+		for i, d := range ds {
+			if objects.Sum(got[i]) != d {
+				t.Fatalf("GetBlobs[%d] is not blob %s", i, d.Short())
+			}
+		}
+		// A small blob alone, and a range of it (a store keeps these in packs).
+		one, err := r.GetBlob(ctx, blobs[7].Digest, 2, 5)
+		if err != nil || !bytes.Equal(one, blobs[7].Data[2:7]) {
+			t.Fatalf("GetBlob range of a small blob: %q, %v", one, err)
+		}
+		one, err = r.GetBlob(ctx, blobs[8].Digest, 0, -1)
+		if err != nil || !bytes.Equal(one, blobs[8].Data) {
+			t.Fatalf("GetBlob of a small blob: %q, %v", one, err)
+		}
+		_, err = r.GetBlobs(ctx, []objects.Digest{ds[0], objects.Sum([]byte("absent"))})
+		wantClass(t, err, errs.NotFound, "GetBlobs with a missing blob")
+	})
+
+	t.Run("a batch over its bounds is refused", func(t *testing.T) {
+		r := open(t)
+		v := MakeVersion(t, 20, 5*objects.ChunkSize) // 20 MiB in five chunks
+		for _, b := range v.Blobs {
+			if err := r.PutBlobs(ctx, []remote.Blob{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := r.GetBlobs(ctx, digests(v.Blobs))
+		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of 20 MiB at once")
+		w := MakeVersion(t, 21, 5*objects.ChunkSize)
+		wantClass(t, r.PutBlobs(ctx, w.Blobs), errs.SizeLimitExceeded, "PutBlobs of 20 MiB at once")
+	})
+
+	t.Run("upload under the wrong digest is refused", func(t *testing.T) {
+		r := open(t)
+		good := []byte("the bytes")
+		bad := remote.Blob{Digest: objects.Sum([]byte("other bytes")), Data: good}
+		err := r.PutBlobs(ctx, []remote.Blob{{Digest: objects.Sum(good), Data: good}, bad})
+		wantClass(t, err, errs.IntegrityError, "PutBlobs of a blob under another digest")
+		has, err := r.HasBlobs(ctx, []objects.Digest{bad.Digest})
+		if err != nil || has[0] {
+			t.Fatalf("the refused blob is there: %v, %v", has, err)
+		}
+	})
+
+	t.Run("manifest refused while blobs are missing", func(t *testing.T) {
+		r := open(t)
+		v := MakeVersion(t, 2, 9<<20) // three chunks
+		if err := r.PutBlobs(ctx, v.Blobs[1:2]); err != nil {
+			t.Fatal(err)
+		}
+		err := r.PutManifest(ctx, v.Digest, v.Encoded)
+		var missing *remote.MissingBlobsError
+		if !errors.As(err, &missing) || errs.ClassOf(err) != errs.NotFound {
+			t.Fatalf("PutManifest with blobs missing: %v, want a MissingBlobsError", err)
+		}
+		want := map[objects.Digest]bool{v.Blobs[0].Digest: true, v.Blobs[2].Digest: true}
+		if len(missing.Missing) != 2 || !want[missing.Missing[0]] || !want[missing.Missing[1]] {
+			t.Fatalf("missing %v, want the first and third chunks", missing.Missing)
+		}
+		_, err = r.GetManifest(ctx, v.Digest)
+		wantClass(t, err, errs.NotFound, "GetManifest of a refused manifest")
+		err = r.PutManifest(ctx, objects.Sum([]byte("x")), v.Encoded)
+		wantClass(t, err, errs.IntegrityError, "PutManifest under another digest")
+		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+			t.Fatalf("PutManifest again: %v", err)
+		}
+		got, err := r.GetManifest(ctx, v.Digest)
+		if err != nil || !bytes.Equal(got, v.Encoded) {
+			t.Fatalf("GetManifest: %v", err)
+		}
+	})
+
+	t.Run("refs move by compare-and-swap", func(t *testing.T) {
+		r := open(t)
+		v1, v2 := small(t, r, 3), small(t, r, 4)
+		_, err := r.Ref(ctx, "acme/model")
+		wantClass(t, err, errs.NotFound, "Ref of a missing ref")
+		if err := r.MoveRef(ctx, "acme/model", objects.Digest{}, v1.Digest, "first"); err != nil {
+			t.Fatal(err)
+		}
+		wantClass(t, r.MoveRef(ctx, "acme/model", objects.Digest{}, v2.Digest, "again"), errs.Conflict, "create of an existing ref")
+		wantClass(t, r.MoveRef(ctx, "acme/model", v2.Digest, v1.Digest, "stale"), errs.Conflict, "move from a stale value")
+		if err := r.MoveRef(ctx, "acme/model", v1.Digest, v2.Digest, "second"); err != nil {
+			t.Fatal(err)
+		}
+		info, err := r.Ref(ctx, "acme/model")
+		if err != nil || info.Current != v2.Digest || len(info.History) != 2 || info.History[0] != v2.Digest || info.History[1] != v1.Digest {
+			t.Fatalf("Ref after two moves: %+v, %v", info, err)
+		}
+		other := MakeVersion(t, 5, 10)
+		wantClass(t, r.MoveRef(ctx, "acme/model", v2.Digest, other.Digest, "absent"), errs.NotFound, "move to a manifest the remote lacks")
+		wantClass(t, r.MoveRef(ctx, "../evil", objects.Digest{}, v1.Digest, ""), errs.SchemaError, "move of an invalid name")
+		_, err = r.Ref(ctx, "a//b")
+		wantClass(t, err, errs.SchemaError, "Ref of an invalid name")
+	})
+
+	t.Run("racing moves: exactly one wins", func(t *testing.T) {
+		r := open(t)
+		base := small(t, r, 6)
+		if err := r.MoveRef(ctx, "race", objects.Digest{}, base.Digest, ""); err != nil {
+			t.Fatal(err)
+		}
+		var targets []Version
+		for i := range 4 {
+			targets = append(targets, small(t, r, uint64(10+i)))
+		}
+		var wg sync.WaitGroup
+		results := make([]error, len(targets))
+		for i, v := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = r.MoveRef(ctx, "race", base.Digest, v.Digest, "racer")
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for i, err := range results {
+			switch {
+			case err == nil && won >= 0:
+				t.Fatalf("racers %d and %d both won", won, i)
+			case err == nil:
+				won = i
+			default:
+				wantClass(t, err, errs.Conflict, "a losing racer")
+			}
+		}
+		if won < 0 {
+			t.Fatal("no racer won")
+		}
+		info, err := r.Ref(ctx, "race")
+		if err != nil || info.Current != targets[won].Digest || len(info.History) != 2 {
+			t.Fatalf("Ref after the race: %+v, %v; want the winner %d", info, err, won)
+		}
+	})
+
+	t.Run("tags are created once", func(t *testing.T) {
+		r := open(t)
+		v1, v2 := small(t, r, 7), small(t, r, 8)
+		_, err := r.Tag(ctx, "acme/model", "v1")
+		wantClass(t, err, errs.NotFound, "Tag of a missing tag")
+		created, err := r.CreateTag(ctx, "acme/model", "v1", v1.Digest)
+		if err != nil || !created {
+			t.Fatalf("CreateTag: %v, %v", created, err)
+		}
+		created, err = r.CreateTag(ctx, "acme/model", "v1", v1.Digest)
+		if err != nil || created {
+			t.Fatalf("CreateTag again at the same digest: %v, %v; want no change", created, err)
+		}
+		_, err = r.CreateTag(ctx, "acme/model", "v1", v2.Digest)
+		wantClass(t, err, errs.Conflict, "CreateTag at another digest")
+		d, err := r.Tag(ctx, "acme/model", "v1")
+		if err != nil || d != v1.Digest {
+			t.Fatalf("Tag: %s, %v", d.Short(), err)
+		}
+		_, err = r.CreateTag(ctx, "acme/model", "v2", MakeVersion(t, 9, 10).Digest)
+		wantClass(t, err, errs.NotFound, "CreateTag at a manifest the remote lacks")
+		_, err = r.CreateTag(ctx, "acme/model", "../v", v1.Digest)
+		wantClass(t, err, errs.SchemaError, "CreateTag of an invalid tag")
+		// A tag and a ref of one name, and names that nest, live side by side.
+		if err := r.MoveRef(ctx, "acme/model/v1", objects.Digest{}, v2.Digest, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.MoveRef(ctx, "acme", objects.Digest{}, v1.Digest, ""); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := r.Tag(ctx, "acme/model", "v1"); err != nil || d != v1.Digest {
+			t.Fatalf("Tag beside nested refs: %s, %v", d.Short(), err)
+		}
+	})
+}
+
+// MakeManySmall builds a version of n small files (a model of many small
+// tensors, as far as the blobs go): n blobs of a few hundred bytes.
+func MakeManySmall(t testing.TB, seed uint64, n int) Version {
+	t.Helper()
+	var v Version
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "opaque", Tensors: []objects.Tensor{}}
+	for i := range n {
+		data := []byte(fmt.Sprintf("%d/%08d %s", seed, i, bytes.Repeat([]byte{'x'}, 200+i%100)))
+		d := objects.Sum(data)
+		v.Blobs = append(v.Blobs, remote.Blob{Digest: d, Data: data})
+		m.Files = append(m.Files, objects.File{Path: fmt.Sprintf("f%08d", i), Size: int64(len(data)), Digest: d, Role: objects.RoleOther,
+			Extents: []objects.Extent{{Kind: objects.ExtentFrame, Size: int64(len(data)), Data: &objects.Data{Digest: d, Chunks: []objects.Digest{d}}}}})
+	}
+	d, enc, err := m.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Digest, v.Encoded = d, enc
+	return v
+}

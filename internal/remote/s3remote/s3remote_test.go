@@ -1,0 +1,65 @@
+package s3remote_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/internal/remote/remotetest"
+	"github.com/mstore/mstore/internal/remote/s3remote"
+	"github.com/mstore/mstore/internal/remote/s3remote/s3test"
+	"github.com/mstore/mstore/objects"
+)
+
+func TestConformance(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.Bucket(t, "conformance")
+	var n atomic.Int32
+	remotetest.Run(t, func(t *testing.T) remote.Remote {
+		// Each remote is its own prefix of one bucket.
+		r, err := s3remote.Open(fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)), s3remote.Options{
+			Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	})
+}
+
+// TestHasBlobsByListing: many questions about one fan-out folder are
+// answered from a listing of it, with the same answers.
+func TestHasBlobsByListing(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.Bucket(t, "listing")
+	r, err := s3remote.Open("s3://"+bucket+"/p", s3remote.Options{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs []remote.Blob
+	for i := 0; len(blobs) < 60; i++ {
+		data := []byte(fmt.Sprint("blob ", i))
+		if d := objects.Sum(data); d[0] == 0 {
+			blobs = append(blobs, remote.Blob{Digest: d, Data: data})
+		}
+	}
+	ctx := context.Background()
+	if err := r.PutBlobs(ctx, blobs[:30]); err != nil {
+		t.Fatal(err)
+	}
+	var ds []objects.Digest
+	for _, b := range blobs {
+		ds = append(ds, b.Digest)
+	}
+	has, err := r.HasBlobs(ctx, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range has {
+		if ok != (i < 30) {
+			t.Fatalf("HasBlobs[%d] = %v", i, ok)
+		}
+	}
+}

@@ -1,0 +1,20 @@
+package transfer
+
+import (
+	"context"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/internal/remote/httpremote"
+	"github.com/mstore/mstore/internal/remote/s3remote"
+)
+
+func openNetwork(u string, o OpenOptions) (remote.Remote, error) {
+	switch Kind(u) {
+	case "http":
+		return httpremote.New(context.Background(), u, httpremote.ClientOptions{Token: o.Token, StallTimeout: o.Timeout})
+	case "s3":
+		return s3remote.Open(u, o.S3)
+	}
+	return nil, errs.New(errs.UnsupportedVersion, "remote", "%q: this kind of remote is not built yet", u)
+}

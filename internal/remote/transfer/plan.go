@@ -1,0 +1,66 @@
+package transfer
+
+import (
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/objects"
+)
+
+// smallBlob is the size under which blobs travel many to a request: a
+// model of 100,000 small tensors is then a few hundred requests, not
+// 100,000.
+const smallBlob = 1 << 20
+
+// batchBytes bounds the bytes of one batch of small blobs.
+const batchBytes = 8 << 20
+
+// job is one request's worth of blobs.
+type job struct {
+	blobs []objects.Digest
+	bytes int64
+	batch bool // many small blobs in one request
+}
+
+// planJobs groups ds: each large blob alone, small ones in batches.
+func planJobs(ds []objects.Digest, sizes map[objects.Digest]int64) []job {
+	var out []job
+	var cur job
+	for _, d := range ds {
+		n := sizes[d]
+		if n >= smallBlob {
+			out = append(out, job{blobs: []objects.Digest{d}, bytes: n})
+			continue
+		}
+		if len(cur.blobs) > 0 && (cur.bytes+n > batchBytes || len(cur.blobs) >= remote.MaxBatchBlobs) {
+			out = append(out, cur)
+			cur = job{}
+		}
+		cur.blobs = append(cur.blobs, d)
+		cur.bytes += n
+		cur.batch = true
+	}
+	if len(cur.blobs) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// rounds cuts jobs into runs of about limit bytes: a pull makes each run
+// durable and records it before starting the next, so an interrupted pull
+// keeps what it fetched.
+func rounds(jobs []job, limit int64) [][]job {
+	var out [][]job
+	var cur []job
+	var n int64
+	for _, j := range jobs {
+		if len(cur) > 0 && n+j.bytes > limit {
+			out = append(out, cur)
+			cur, n = nil, 0
+		}
+		cur = append(cur, j)
+		n += j.bytes
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}

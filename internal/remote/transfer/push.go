@@ -1,0 +1,216 @@
+package transfer
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/refs"
+	"github.com/mstore/mstore/store"
+)
+
+// PushOptions say what to push.
+type PushOptions struct {
+	// Version is NAME (the ref moves on the remote) or NAME:TAG (the tag
+	// is created there).
+	Version string
+	// Jobs bounds the requests in flight; zero means DefaultJobs.
+	Jobs int
+	// RemoteName names the remote in messages.
+	RemoteName string
+	// Progress, if not nil, is told the bytes to send and those sent.
+	Progress progress.Reporter
+}
+
+// Push sends a local version to r: the blobs r lacks (r verifies each),
+// then the manifest, then the ref move as a compare-and-swap against the
+// value read before anything was sent, or the tag's creation.
+func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) (*Result, error) {
+	start := time.Now()
+	spec, err := refs.ParseSpec(o.Version)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind != refs.KindRef && spec.Kind != refs.KindTag {
+		return nil, errs.New(errs.SchemaError, "push", "%q: push takes NAME or NAME:TAG", o.Version)
+	}
+	d, err := st.Resolve(o.Version)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := st.Lock(store.LockShared, 0) // gc waits while blobs are read
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	var m *objects.Manifest
+	var encoded []byte
+	var recs map[objects.Digest]store.BlobRecord
+	err = st.View(func(tx *bolt.Tx) error {
+		if m, err = store.Manifest(tx, d); err != nil {
+			return err
+		}
+		encoded = store.ManifestBytes(tx, d)
+		recs, err = store.Records(tx, m.Blobs())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Name: spec.Name, Tag: spec.Tag, Digest: d, Remote: o.RemoteName}
+	var from objects.Digest
+	if spec.Kind == refs.KindRef {
+		info, err := r.Ref(ctx, spec.Name)
+		if err != nil && errs.ClassOf(err) != errs.NotFound {
+			return nil, err
+		}
+		from = info.Current
+		if err := checkFastForward(st, spec.Name, from, o.RemoteName); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Kind == refs.KindTag {
+		// Refuse before sending anything (CreateTag checks again at the end).
+		old, err := r.Tag(ctx, spec.Name, spec.Tag)
+		if err != nil && errs.ClassOf(err) != errs.NotFound {
+			return nil, err
+		}
+		if err == nil && old != d {
+			return nil, errs.New(errs.Conflict, "push", "tag %s on %s already names %s, not %s; tags never move (choose another tag)", o.Version, o.RemoteName, old.Short(), d.Short())
+		}
+	}
+	need := m.Blobs()
+	var missing []objects.Digest
+	for i := 0; i < len(need); i += remote.MaxHasBlobs {
+		part := need[i:min(i+remote.MaxHasBlobs, len(need))]
+		has, err := r.HasBlobs(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if len(has) != len(part) {
+			return nil, fmt.Errorf("push: the remote answered %d of %d blob questions", len(has), len(part))
+		}
+		for j, ok := range has {
+			if !ok {
+				missing = append(missing, part[j])
+			}
+		}
+	}
+	res.BlobsPresent = len(need) - len(missing)
+	sizes := make(map[objects.Digest]int64, len(recs))
+	for dg, rec := range recs {
+		sizes[dg] = rec.Size
+	}
+	jobs := o.Jobs
+	if jobs <= 0 {
+		jobs = DefaultJobs
+	}
+	if o.Progress != nil {
+		var total int64
+		for _, d := range missing {
+			total += sizes[d]
+		}
+		o.Progress.Start(total)
+		defer o.Progress.Finish()
+	}
+	moved, bytes, err := upload(ctx, st, r, planJobs(missing, sizes), recs, jobs, o.Progress)
+	res.BlobsMoved, res.BytesMoved = int(moved.Load()), bytes.Load()
+	if err != nil {
+		return nil, err
+	}
+	// The manifest is a blob on the remote too (the copy a rebuild of its
+	// index reads), sent like the others when the remote lacks it.
+	if has, err := r.HasBlobs(ctx, []objects.Digest{d}); err != nil {
+		return nil, err
+	} else if !has[0] {
+		if err := r.PutBlobs(ctx, []remote.Blob{{Digest: d, Data: encoded}}); err != nil {
+			return nil, err
+		}
+		res.BlobsMoved++
+		res.BytesMoved += int64(len(encoded))
+	} else {
+		res.BlobsPresent++
+	}
+	if err := r.PutManifest(ctx, d, encoded); err != nil {
+		return nil, err
+	}
+	switch spec.Kind {
+	case refs.KindRef:
+		if from != d {
+			if err := r.MoveRef(ctx, spec.Name, from, d, "push "+o.Version); err != nil {
+				return nil, err
+			}
+			res.RefMoved = true
+		}
+	case refs.KindTag:
+		if res.TagCreated, err = r.CreateTag(ctx, spec.Name, spec.Tag, d); err != nil {
+			return nil, err
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// upload sends the blobs of jobs, reading (and so verifying) each from st.
+func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, recs map[objects.Digest]store.BlobRecord, n int, bar progress.Reporter) (*atomic.Int64, *atomic.Int64, error) {
+	var moved, bytes atomic.Int64
+	rd := st.NewBlobReader()
+	defer rd.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, j := range jobs {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			blobs := make([]remote.Blob, len(j.blobs))
+			for i, d := range j.blobs {
+				data, err := rd.Read(recs[d], nil)
+				if err != nil {
+					return err
+				}
+				blobs[i] = remote.Blob{Digest: d, Data: data}
+			}
+			if err := r.PutBlobs(gctx, blobs); err != nil {
+				return err
+			}
+			moved.Add(int64(len(blobs)))
+			bytes.Add(j.bytes)
+			if bar != nil {
+				bar.Add(j.bytes)
+			}
+			store.Failpoint(store.FailPushBlobsSent)
+			return nil
+		})
+	}
+	return &moved, &bytes, g.Wait()
+}
+
+// checkFastForward refuses to push over a remote ref whose version is not
+// in the local ref's history: that push would hide a version somebody else
+// pushed, which this store has never seen.
+func checkFastForward(st *store.Store, name string, remoteAt objects.Digest, where string) error {
+	if remoteAt.IsZero() {
+		return nil
+	}
+	return st.View(func(tx *bolt.Tx) error {
+		hist, err := refs.History(tx, name)
+		if err != nil {
+			return err
+		}
+		for _, e := range hist {
+			if e.Digest == remoteAt {
+				return nil
+			}
+		}
+		return errs.New(errs.Conflict, "push", "%q on %s is at %s, which is not in the local history of %q; pull it first (`mstore pull %s %s`), then move %q and push again", name, where, remoteAt.Short(), name, where, name, name)
+	})
+}
