@@ -58,8 +58,9 @@ type Remote interface {
 	GetManifest(ctx context.Context, d objects.Digest) ([]byte, error)
 	// PutManifest stores the encoded manifest d. It is refused (a
 	// *MissingBlobsError, not_found) while any blob it needs is missing, and
-	// an encoding that does not hash to d is an integrity_error.
-	PutManifest(ctx context.Context, d objects.Digest, encoded []byte) error
+	// an encoding that does not hash to d is an integrity_error. created
+	// is false when the remote had it already.
+	PutManifest(ctx context.Context, d objects.Digest, encoded []byte) (created bool, err error)
 	// Ref reads the ref name with its history (not_found if none).
 	Ref(ctx context.Context, name string) (RefInfo, error)
 	// Tag reads the tag name:tag (not_found if none).

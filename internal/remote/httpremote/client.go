@@ -411,13 +411,16 @@ func (c *Client) GetManifest(ctx context.Context, d objects.Digest) ([]byte, err
 }
 
 // PutManifest implements remote.Remote.
-func (c *Client) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) error {
-	err := c.do(ctx, "PUT", "/v1/manifests/"+d.String(), nil, "application/json", encoded, nil, nil)
+func (c *Client) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) (created bool, err error) {
+	err = c.do(ctx, "PUT", "/v1/manifests/"+d.String(), nil, "application/json", encoded, nil, func(r *http.Response) error {
+		created = r.StatusCode == http.StatusCreated
+		return nil
+	})
 	var missing *remote.MissingBlobsError
 	if errors.As(err, &missing) {
 		missing.Manifest = d
 	}
-	return err
+	return created && err == nil, err
 }
 
 // Ref implements remote.Remote.

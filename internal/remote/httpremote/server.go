@@ -341,11 +341,16 @@ func (s *server) putManifest(w http.ResponseWriter, r *http.Request) {
 		fail(w, errs.Wrap(errs.SizeLimitExceeded, "serve", err, "manifest upload"))
 		return
 	}
-	if err := s.o.Backend.PutManifest(r.Context(), d, b); err != nil {
+	created, err := s.o.Backend.PutManifest(r.Context(), d, b)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if created {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent) // it was there already
 }
 
 func (s *server) getRef(w http.ResponseWriter, r *http.Request) {

@@ -185,15 +185,15 @@ func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, err
 }
 
 // PutManifest implements remote.Remote.
-func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) error {
+func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) (created bool, err error) {
 	m, err := remote.CheckManifest(d, encoded)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// gc of this store waits while the manifest's blob copy is unrecorded.
 	lock, err := r.st.Lock(store.LockShared, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer lock.Unlock()
 	if err := r.st.View(func(tx *bolt.Tx) error {
@@ -202,21 +202,23 @@ func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []by
 		}
 		return nil
 	}); err != nil {
-		return err // refused before anything is written
+		return false, err // refused before anything is written
 	}
 	copyRecs, err := r.st.WriteManifestBlob(d, encoded)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return r.st.Update(func(tx *bolt.Tx) error {
+	err = r.st.Update(func(tx *bolt.Tx) error {
 		if missing := store.MissingBlobs(tx, m.Blobs()); len(missing) > 0 {
 			return &remote.MissingBlobsError{Manifest: d, Missing: missing}
 		}
 		if err := store.RecordBlobs(tx, copyRecs); err != nil {
 			return err
 		}
+		created = store.ManifestBytes(tx, d) == nil
 		return store.PutManifest(tx, d, encoded)
 	})
+	return created && err == nil, err
 }
 
 // Ref implements remote.Remote.

@@ -74,7 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+		if _, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 			t.Fatal(err)
 		}
 		return v
@@ -183,7 +183,7 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 		if err := r.PutBlobs(ctx, v.Blobs[1:2]); err != nil {
 			t.Fatal(err)
 		}
-		err := r.PutManifest(ctx, v.Digest, v.Encoded)
+		_, err := r.PutManifest(ctx, v.Digest, v.Encoded)
 		var missing *remote.MissingBlobsError
 		if !errors.As(err, &missing) || errs.ClassOf(err) != errs.NotFound {
 			t.Fatalf("PutManifest with blobs missing: %v, want a MissingBlobsError", err)
@@ -194,16 +194,16 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
 		}
 		_, err = r.GetManifest(ctx, v.Digest)
 		wantClass(t, err, errs.NotFound, "GetManifest of a refused manifest")
-		err = r.PutManifest(ctx, objects.Sum([]byte("x")), v.Encoded)
+		_, err = r.PutManifest(ctx, objects.Sum([]byte("x")), v.Encoded)
 		wantClass(t, err, errs.IntegrityError, "PutManifest under another digest")
 		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
-			t.Fatal(err)
+		if created, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil || !created {
+			t.Fatalf("PutManifest: created %v, %v; want created", created, err)
 		}
-		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
-			t.Fatalf("PutManifest again: %v", err)
+		if created, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil || created {
+			t.Fatalf("PutManifest again: created %v, %v; want it there already", created, err)
 		}
 		got, err := r.GetManifest(ctx, v.Digest)
 		if err != nil || !bytes.Equal(got, v.Encoded) {

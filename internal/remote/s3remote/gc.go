@@ -131,7 +131,6 @@ func (r *Remote) mark(ctx context.Context, grace time.Duration, now time.Time) (
 		for _, b := range man.Blobs() {
 			m.blobs[b] = true
 		}
-		m.blobs[d] = true // the manifest's own blob copy (push uploads it)
 	}
 	return m, nil
 }

@@ -25,7 +25,7 @@ func TestGC(t *testing.T) {
 			t.Fatal(err)
 		}
 		if manifest {
-			if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+			if _, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 				t.Fatal(err)
 			}
 		}

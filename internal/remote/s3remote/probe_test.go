@@ -70,7 +70,7 @@ func TestServerIgnoringConditions(t *testing.T) {
 	if err := r.PutBlobs(ctx, v.Blobs); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+	if _, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 		t.Fatal(err)
 	}
 	err = r.MoveRef(ctx, "m", objects.Digest{}, v.Digest, "")

@@ -295,10 +295,10 @@ func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, err
 }
 
 // PutManifest implements remote.Remote.
-func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) error {
+func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []byte) (created bool, err error) {
 	m, err := remote.CheckManifest(d, encoded)
 	if err != nil {
-		return err
+		return false, err
 	}
 	need := m.Blobs()
 	var missing []objects.Digest
@@ -306,7 +306,7 @@ func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []by
 		part := need[i:min(i+remote.MaxHasBlobs, len(need))]
 		has, err := r.HasBlobs(ctx, part)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for j, ok := range has {
 			if !ok {
@@ -315,13 +315,13 @@ func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []by
 		}
 	}
 	if len(missing) > 0 {
-		return &remote.MissingBlobsError{Manifest: d, Missing: missing}
+		return false, &remote.MissingBlobsError{Manifest: d, Missing: missing}
 	}
 	err = r.put(ctx, r.manifestKey(d), encoded, true, "")
 	if isPrecondition(err) {
-		return nil
+		return false, nil // written before: If-None-Match refused it
 	}
-	return r.wrap(err, "put manifest to")
+	return err == nil, r.wrap(err, "put manifest to")
 }
 
 type refEntry struct {

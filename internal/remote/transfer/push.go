@@ -126,21 +126,16 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
-	// The manifest is a blob on the remote too (the copy a rebuild of its
-	// index reads), sent like the others when the remote lacks it.
-	if has, err := r.HasBlobs(ctx, []objects.Digest{d}); err != nil {
+	created, err := r.PutManifest(ctx, d, encoded)
+	if err != nil {
 		return nil, err
-	} else if !has[0] {
-		if err := r.PutBlobs(ctx, []remote.Blob{{Digest: d, Data: encoded}}); err != nil {
-			return nil, err
-		}
+	}
+	// The manifest counts as one blob (a store keeps it as one too).
+	if created {
 		res.BlobsMoved++
 		res.BytesMoved += int64(len(encoded))
 	} else {
 		res.BlobsPresent++
-	}
-	if err := r.PutManifest(ctx, d, encoded); err != nil {
-		return nil, err
 	}
 	switch spec.Kind {
 	case refs.KindRef:

@@ -52,7 +52,7 @@ func served(t *testing.T, sizes ...int64) (remote.Remote, []remotetest.Version) 
 		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
+		if _, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.MoveRef(ctx, "m", from, v.Digest, ""); err != nil {
