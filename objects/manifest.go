@@ -3,7 +3,6 @@ package objects
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"path"
 	"sort"
 	"strconv"
@@ -86,32 +85,40 @@ type Tensor struct {
 
 // Encode returns the canonical bytes of m: JSON with struct fields in
 // declaration order, map keys sorted, no HTML escaping, no insignificant
-// space. Callers must have put Files in path order.
+// space (what encoding/json writes; codec.go writes it without
+// reflection). Callers must have put Files in path order.
 func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("objects: encode manifest: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return appendManifest(make([]byte, 0, 256*(len(m.Tensors)+len(m.Files))), m), nil
 }
 
 // DecodeManifest parses manifest bytes and checks them with Validate.
 func DecodeManifest(b []byte) (*Manifest, error) {
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
+	m, ok := decodeCanonical(b)
+	if !ok || !sameEncoding(m, b) {
+		var err error
+		if m, err = decodeWithJSON(b); err != nil {
+			return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
+		}
 	}
 	if m.Schema != ManifestSchema {
 		return nil, errs.New(errs.UnsupportedVersion, "objects", "manifest schema %d (this build reads %d)", m.Schema, ManifestSchema)
 	}
 	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeWithJSON decodes any spelling of a manifest that encoding/json
+// takes (decodeCanonical reads only the canonical one).
+func decodeWithJSON(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
 		return nil, err
 	}
 	return &m, nil
