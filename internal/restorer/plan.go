@@ -50,6 +50,9 @@ type planFile struct {
 	// encoding, when set, is the canonical encoding (encoders) a stored
 	// compressed file is written in; pieces and want are its decoded bytes.
 	encoding string
+	// stored: the file is written in its manifest's own layout, blobs and
+	// zeros only (copyStored).
+	stored bool
 }
 
 // plan is everything a checkout writes.
@@ -273,7 +276,7 @@ func baseName(p string) string {
 // storedFile is a file of the manifest written back exactly.
 func storedFile(m *objects.Manifest, f objects.File) planFile {
 	want := f.Digest
-	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression]}
+	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression], stored: true}
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentFrame:

@@ -170,7 +170,13 @@ func writeAll(ctx context.Context, blobs pieceSource, p *plan, root string, opts
 	g.SetLimit(2)
 	for _, f := range p.files {
 		g.Go(func() error {
-			if err := writeFile(ctx, blobs, f, root, n, opts.Progress); err != nil {
+			write := writeFile
+			if bs, ok := blobs.(*blobSource); ok && f.stored && f.encoding == "" {
+				write = func(ctx context.Context, _ pieceSource, f planFile, root string, n int, prog progress.Reporter) error {
+					return copyStored(ctx, bs, f, root, n, prog)
+				}
+			}
+			if err := write(ctx, blobs, f, root, n, opts.Progress); err != nil {
 				return err
 			}
 			store.Failpoint(store.FailCheckoutFileWritten)
@@ -279,7 +285,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	}
 	src := &blobSource{BlobReader: st.NewBlobReader()}
 	err := st.View(func(tx *bolt.Tx) (err error) {
-		src.recs, err = store.Records(tx, need)
+		src.recs, err = store.LookupRecords(tx, need)
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,227 @@
+package restorer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/store"
+)
+
+// A file written back in its manifest's own layout is made of blobs and
+// zeros only, each at an offset the manifest gives. copyStored lets the
+// kernel move those bytes (copy_file_range from the blob or pack file into
+// the output, no copy through user space; a reflink where the file system
+// shares extents), then verifies each blob by hashing the bytes now in the
+// output file, read through a mapping: what is checked is what was
+// written. The whole file is not hashed again: it is exactly the verified
+// blobs at the manifest's offsets, which add checked make up the file's
+// digest.
+
+// copyJob is a run of an output file written in one go: zeros, or blobs
+// that lie one after the other in one file of the store.
+type copyJob struct {
+	off, size int64 // in the output file
+	zeros     bool
+	rec       store.BlobRecord // the first blob's
+	pieces    []piece
+}
+
+// maxCopyJob bounds a run of packed blobs copied and mapped at once (the
+// mapped pages count in the checkout's resident memory).
+const maxCopyJob = 2 << 20
+
+// copyJobs cuts f into jobs: a raw blob each, a run of blobs adjacent in
+// one pack, or zeros.
+func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
+	var jobs []copyJob
+	var off int64
+	for _, pc := range f.pieces {
+		if pc.zeros {
+			jobs = append(jobs, copyJob{off: off, size: pc.size, zeros: true})
+			off += pc.size
+			continue
+		}
+		rec := blobs.recs[pc.blob]
+		if rec.Size != pc.size {
+			return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+		}
+		if n := len(jobs); n > 0 && rec.Encoding == store.EncodingPacked {
+			last := &jobs[n-1]
+			if !last.zeros && last.rec.Encoding == store.EncodingPacked && last.rec.Pack == rec.Pack &&
+				last.rec.Offset+last.size == rec.Offset && last.off+last.size == off && last.size+pc.size <= maxCopyJob {
+				last.size += pc.size
+				last.pieces = append(last.pieces, pc)
+				off += pc.size
+				continue
+			}
+		}
+		jobs = append(jobs, copyJob{off: off, size: pc.size, rec: rec, pieces: []piece{pc}})
+		off += pc.size
+	}
+	if off != f.size {
+		return nil, fmt.Errorf("checkout: %s: pieces cover %d of %d bytes", f.path, off, f.size)
+	}
+	return jobs, nil
+}
+
+// copyStored writes f, a file in its manifest's layout, under root; up to
+// workers jobs run at once.
+func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string, workers int, prog progress.Reporter) (err error) {
+	jobs, err := copyJobs(blobs, f)
+	if err != nil {
+		return err
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer r.Close()
+	name := filepath.FromSlash(f.path)
+	if dir := filepath.Dir(name); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("checkout: %w", err)
+		}
+	}
+	// Read and write: the written bytes are mapped to be verified.
+	out, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("checkout: %w", cerr)
+		}
+	}()
+	// Its final size first: a mapping of a written run never reaches past
+	// the end of the file.
+	if err := out.Truncate(f.size); err != nil {
+		return fmt.Errorf("checkout: %s: %w", f.path, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(workers, 1))
+	for _, j := range jobs {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			if err := runCopyJob(blobs, out, f.path, j); err != nil {
+				return err
+			}
+			if prog != nil {
+				prog.Add(j.size)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err() // an interrupt before the last job started
+}
+
+func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
+	if j.zeros {
+		for at := j.off; at < j.off+j.size; {
+			n := min(j.off+j.size-at, int64(len(zeroBuf)))
+			if _, err := out.WriteAt(zeroBuf[:n], at); err != nil {
+				return fmt.Errorf("checkout: write %s: %w", path, err)
+			}
+			at += n
+		}
+		return nil
+	}
+	src, err := blobs.Locate(j.rec)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := copyRange(src.File, src.Offset, out, j.off, j.size); err != nil {
+		if errs.ClassOf(err) != 0 {
+			return err
+		}
+		return fmt.Errorf("checkout: write %s: %w", path, err)
+	}
+	return verifyWritten(out, path, j)
+}
+
+// copyRange copies n bytes of src at soff to dst at doff, in the kernel
+// when it can (copy_file_range), else through a buffer.
+func copyRange(src *os.File, soff int64, dst *os.File, doff, n int64) error {
+	for n > 0 {
+		c, err := unix.CopyFileRange(int(src.Fd()), &soff, int(dst.Fd()), &doff, int(min(n, 1<<30)), 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) ||
+			errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.EPERM):
+			return copyBuffered(src, soff, dst, doff, n)
+		case err != nil:
+			return err
+		case c == 0:
+			return errs.New(errs.IntegrityError, "checkout", "a blob file of the store is shorter than its record (run `mstore fsck`)")
+		}
+		n -= int64(c)
+	}
+	return nil
+}
+
+func copyBuffered(src *os.File, soff int64, dst *os.File, doff, n int64) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := src.ReadAt(buf[:k], soff); err != nil {
+			return errs.Wrap(errs.IntegrityError, "checkout", err, "a blob file of the store cannot be read whole (run `mstore fsck`)")
+		}
+		if _, err := dst.WriteAt(buf[:k], doff); err != nil {
+			return err
+		}
+		soff, doff, n = soff+k, doff+k, n-k
+	}
+	return nil
+}
+
+var pageSize = int64(os.Getpagesize())
+
+// verifyWritten hashes each blob of j as it now is in out, through a
+// read-only mapping of the run (or, where the file cannot be mapped, a
+// read into a buffer).
+func verifyWritten(out *os.File, path string, j copyJob) error {
+	start := j.off / pageSize * pageSize
+	var data []byte
+	m, err := unix.Mmap(int(out.Fd()), start, int(j.off+j.size-start), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err == nil {
+		defer unix.Munmap(m)
+		data = m[j.off-start:]
+	} else {
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		if int64(cap(*bp)) < j.size {
+			*bp = make([]byte, j.size)
+		}
+		data = (*bp)[:j.size]
+		if _, err := out.ReadAt(data, j.off); err != nil {
+			return fmt.Errorf("checkout: read back %s: %w", path, err)
+		}
+	}
+	for _, pc := range j.pieces {
+		if objects.Sum(data[:pc.size]) != pc.blob { // the message is made only for a mismatch
+			return objects.Verify(data[:pc.size], pc.blob, "blob "+pc.blob.Short())
+		}
+		data = data[pc.size:]
+	}
+	return nil
+}
