@@ -91,7 +91,31 @@ func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return appendManifest(make([]byte, 0, 256*(len(m.Tensors)+len(m.Files))), m), nil
+	return appendManifest(make([]byte, 0, m.sizeHint()), m), nil
+}
+
+// sizeHint is about the length of m's encoding (a little more), so that
+// the encoding of a large manifest is not copied as its buffer grows.
+func (m *Manifest) sizeHint() int {
+	const digest = 67 // quoted hex and a comma
+	n := 64
+	for i := range m.Files {
+		f := &m.Files[i]
+		n += 128 + len(f.Path) + 48*len(f.Extents)
+		for k, v := range f.Meta {
+			n += 2*(len(k)+len(v)) + 6 // room for escapes
+		}
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				n += 32 + digest*(1+len(e.Data.Chunks))
+			}
+		}
+	}
+	for i := range m.Tensors {
+		t := &m.Tensors[i]
+		n += 80 + 2*len(t.Name) + len(t.DType) + 21*len(t.Shape) + digest*(1+len(t.Chunks))
+	}
+	return n
 }
 
 // DecodeManifest parses manifest bytes and checks them with Validate.

@@ -47,11 +47,25 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 	// a frame, or a tensor's first placement; nil for padding and for a
 	// tensor placed again, whose chunks are compared (sameChunks).
 	stored := make([][]*span, len(files))
+	// Spans and their chunk digests are cut from two arenas: a model of
+	// 100,000 small tensors costs two allocations, not 200,000.
+	var nspans, nchunks int
+	for _, f := range files {
+		nspans += len(f.Extents)
+		for _, e := range f.Extents {
+			nchunks += objects.ChunkCount(e.Size)
+		}
+	}
+	spans := make([]span, 0, nspans)
+	digests := make([]objects.Digest, nchunks)
 	for fi, f := range files {
 		h.files[fi] = &span{path: f.Path, size: f.Size}
 		stored[fi] = make([]*span, len(f.Extents))
 		for ei, e := range f.Extents {
-			s := &span{path: f.Path, off: e.Offset, size: e.Size, chunks: make([]objects.Digest, objects.ChunkCount(e.Size))}
+			n := objects.ChunkCount(e.Size)
+			spans = append(spans, span{path: f.Path, off: e.Offset, size: e.Size, chunks: digests[:n:n]})
+			digests = digests[n:]
+			s := &spans[len(spans)-1]
 			if e.Size == 0 {
 				s.digest = objects.Sum(nil)
 			}
@@ -312,13 +326,21 @@ func checkZeros(s *span, b []byte) error {
 
 // manifest builds the manifest from the layout and the digests.
 func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest {
-	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format}
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format,
+		Tensors: make([]objects.Tensor, 0, len(l.Tensors)), Files: make([]objects.File, 0, len(files))}
+	var dims int
+	for _, t := range l.Tensors {
+		dims += len(t.Shape)
+	}
+	shapes := make([]int64, 0, dims) // one arena for every tensor's shape
 	for i, t := range l.Tensors {
 		s := h.tensors[i]
 		if s.size == 0 {
 			s.digest = objects.Sum(nil)
 		}
-		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{}, t.Shape...),
+		start := len(shapes)
+		shapes = append(shapes, t.Shape...)
+		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: shapes[start:len(shapes):len(shapes)],
 			Size: t.Size, Digest: s.digest, Chunks: s.chunks})
 	}
 	for fi, f := range files {
@@ -329,6 +351,7 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest
 		case f.Index:
 			mf.Role = objects.RoleIndex
 		}
+		mf.Extents = make([]objects.Extent, 0, len(f.Extents))
 		for ei, e := range f.Extents {
 			me := objects.Extent{Size: e.Size}
 			switch e.Kind {
