@@ -44,7 +44,7 @@ const maxCopyJob = 2 << 20
 func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 	var jobs []copyJob
 	var off int64
-	for _, pc := range f.pieces {
+	for i, pc := range f.pieces {
 		if pc.zeros {
 			jobs = append(jobs, copyJob{off: off, size: pc.size, zeros: true})
 			off += pc.size
@@ -59,12 +59,12 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 			if !last.zeros && last.rec.Encoding == store.EncodingPacked && last.rec.Pack == rec.Pack &&
 				last.rec.Offset+last.size == rec.Offset && last.off+last.size == off && last.size+pc.size <= maxCopyJob {
 				last.size += pc.size
-				last.pieces = append(last.pieces, pc)
+				last.pieces = last.pieces[:len(last.pieces)+1] // the pieces of a run are f.pieces[i-k:i+1]
 				off += pc.size
 				continue
 			}
 		}
-		jobs = append(jobs, copyJob{off: off, size: pc.size, rec: rec, pieces: []piece{pc}})
+		jobs = append(jobs, copyJob{off: off, size: pc.size, rec: rec, pieces: f.pieces[i : i+1]})
 		off += pc.size
 	}
 	if off != f.size {

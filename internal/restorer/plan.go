@@ -277,13 +277,25 @@ func baseName(p string) string {
 func storedFile(m *objects.Manifest, f objects.File) planFile {
 	want := f.Digest
 	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression], stored: true}
+	n := 0
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentFrame:
-			pf.pieces = append(pf.pieces, chunkPieces(e.Size, e.Data.Chunks)...)
+			n += len(e.Data.Chunks)
+		case objects.ExtentTensor:
+			n += len(m.Tensors[e.Tensor].Chunks)
+		default:
+			n++
+		}
+	}
+	pf.pieces = make([]piece, 0, n) // a model of 100,000 tensors: one allocation
+	for _, e := range f.Extents {
+		switch e.Kind {
+		case objects.ExtentFrame:
+			pf.pieces = appendChunkPieces(pf.pieces, e.Size, e.Data.Chunks)
 		case objects.ExtentTensor:
 			t := m.Tensors[e.Tensor]
-			pf.pieces = append(pf.pieces, chunkPieces(t.Size, t.Chunks)...)
+			pf.pieces = appendChunkPieces(pf.pieces, t.Size, t.Chunks)
 		case objects.ExtentZeros:
 			pf.pieces = append(pf.pieces, piece{zeros: true, size: e.Size})
 		}
@@ -292,10 +304,13 @@ func storedFile(m *objects.Manifest, f objects.File) planFile {
 }
 
 func chunkPieces(size int64, chunks []objects.Digest) []piece {
-	out := make([]piece, len(chunks))
+	return appendChunkPieces(make([]piece, 0, len(chunks)), size, chunks)
+}
+
+func appendChunkPieces(out []piece, size int64, chunks []objects.Digest) []piece {
 	for i, d := range chunks {
 		_, n := objects.ChunkBounds(size, i)
-		out[i] = piece{blob: d, size: n}
+		out = append(out, piece{blob: d, size: n})
 	}
 	return out
 }

@@ -272,7 +272,11 @@ type blobSource struct {
 }
 
 func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
-	var need []objects.Digest
+	n := 0
+	for _, f := range p.files {
+		n += len(f.pieces)
+	}
+	need := make([]objects.Digest, 0, n)
 	for _, f := range p.files {
 		for _, pc := range f.pieces {
 			switch {
