@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -252,28 +253,30 @@ func CheckReadBack(encoded []byte) error {
 
 // Blobs returns every blob digest the manifest needs, each once, sorted.
 func (m *Manifest) Blobs() []Digest {
-	seen := map[Digest]bool{}
-	add := func(ds []Digest) {
-		for _, d := range ds {
-			seen[d] = true
-		}
-	}
+	n := 0
 	for _, t := range m.Tensors {
-		add(t.Chunks)
+		n += len(t.Chunks)
 	}
 	for _, f := range m.Files {
 		for _, e := range f.Extents {
 			if e.Data != nil {
-				add(e.Data.Chunks)
+				n += len(e.Data.Chunks)
 			}
 		}
 	}
-	out := make([]Digest, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
+	out := make([]Digest, 0, n)
+	for _, t := range m.Tensors {
+		out = append(out, t.Chunks...)
 	}
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
-	return out
+	for _, f := range m.Files {
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				out = append(out, e.Data.Chunks...)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(out)
 }
 
 // LogicalBytes is the total size of the model's files.

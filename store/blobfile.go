@@ -72,13 +72,37 @@ func (r *BlobReader) Locate(rec BlobRecord) (BlobFile, error) {
 // seeking when it is not, rather than searching the tree from its root
 // for each one. A blob the index does not know is an integrity_error.
 func LookupRecords(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
-	sorted := slices.Clone(ds)
-	slices.SortFunc(sorted, func(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) })
-	sorted = slices.Compact(sorted)
-	out := make(map[objects.Digest]BlobRecord, len(sorted))
+	out := make(map[objects.Digest]BlobRecord, len(ds))
+	err := walkRecords(tx, ds, func(d objects.Digest, v []byte) error {
+		r, err := decodeBlobRecord(d, v)
+		out[d] = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RequireRecorded returns an integrity_error unless every blob of ds is
+// recorded (what an add checks before it commits a version).
+func RequireRecorded(tx *bolt.Tx, ds []objects.Digest) error {
+	return walkRecords(tx, ds, func(objects.Digest, []byte) error { return nil })
+}
+
+// walkRecords calls fn with the record of each blob of ds, in key order.
+func walkRecords(tx *bolt.Tx, ds []objects.Digest, fn func(objects.Digest, []byte) error) error {
+	sorted := ds
+	if !slices.IsSortedFunc(ds, compareDigests) {
+		sorted = slices.Clone(ds)
+		slices.SortFunc(sorted, compareDigests)
+	}
 	c := tx.Bucket(bucketBlobs).Cursor()
 	var k, v []byte
 	for i, d := range sorted {
+		if i > 0 && d == sorted[i-1] {
+			continue
+		}
 		if i == 0 {
 			k, v = c.Seek(d[:])
 		}
@@ -90,13 +114,13 @@ func LookupRecords(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRec
 			k, v = c.Next()
 		}
 		if k == nil || !bytes.Equal(k, d[:]) {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+			return errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
 		}
-		r, err := decodeBlobRecord(d, v)
-		if err != nil {
-			return nil, err
+		if err := fn(d, v); err != nil {
+			return err
 		}
-		out[d] = r
 	}
-	return out, nil
+	return nil
 }
+
+func compareDigests(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) }

@@ -170,7 +170,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		}
 		// Blobs the store had when the add began must still be there: a
 		// version is committed only with everything it needs.
-		if _, err := store.LookupRecords(tx, m.Blobs()); err != nil {
+		if err := store.RequireRecorded(tx, m.Blobs()); err != nil {
 			return errs.Wrap(errs.IntegrityError, "add", err, "a blob this version needs left the store while it was being added; add it again")
 		}
 		if err := store.PutManifest(tx, digest, encoded); err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -202,116 +201,6 @@ func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, prog *counter) e
 		return err
 	}
 	prog.add(s.size)
-	return nil
-}
-
-// filePass reads file f once, in order, a chunk of an extent at a time:
-// every chunk goes through the file's hasher and its span's, and, hashed
-// and stored, to the span's chunks (on a goroutine of its own, so that
-// one large file keeps two cores busy). Padding must be zeros; a tensor
-// placed again is hashed into again, for sameChunks. stored and again are
-// f's, by extent.
-func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
-	r, release, err := pool.acquire(f.Path)
-	if err != nil {
-		return err
-	}
-	defer release()
-
-	type chunk struct {
-		bp *[]byte
-		s  *span
-		c  int
-	}
-	chunks := make(chan chunk, 1)
-	var storeErr atomic.Pointer[error]
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ch := range chunks {
-			buf := *ch.bp
-			if storeErr.Load() == nil {
-				d := objects.Sum(buf)
-				ch.s.chunks[ch.c] = d
-				if len(ch.s.chunks) == 1 {
-					ch.s.digest = d
-				}
-				if _, err := w.Put(d, buf); err != nil {
-					storeErr.Store(&err)
-				}
-				prog.add(int64(len(buf)))
-			}
-			*ch.bp = (*ch.bp)[:cap(*ch.bp)]
-			bufPool.Put(ch.bp)
-		}
-	}()
-	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(bp *[]byte, s *span, c int) {
-		chunks <- chunk{bp, s, c}
-	})
-	close(chunks)
-	<-done
-	if err != nil {
-		return err
-	}
-	if p := storeErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// passExtents is filePass's reading side; send hands a chunk of a stored
-// span (its buffer sliced to the chunk) to the storing side.
-func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter,
-	storeErr *atomic.Pointer[error], send func(bp *[]byte, s *span, c int)) error {
-	file := objects.NewHasher()
-	for ei, e := range f.Extents {
-		s := stored[ei]
-		var whole *objects.Hasher
-		if s != nil && len(s.chunks) > 1 {
-			whole = objects.NewHasher()
-		}
-		if s == nil && e.Kind == formats.TensorData {
-			again[ei] = make([]objects.Digest, objects.ChunkCount(e.Size))
-		}
-		for c := range objects.ChunkCount(e.Size) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if storeErr.Load() != nil {
-				return nil // filePass reports it
-			}
-			off, n := objects.ChunkBounds(e.Size, c)
-			bp := bufPool.Get().(*[]byte)
-			buf := (*bp)[:n]
-			if _, err := r.ReadAt(buf, e.Offset+off); err != nil {
-				bufPool.Put(bp)
-				return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", f.Path, n, e.Offset+off)
-			}
-			file.Write(buf)
-			switch {
-			case s != nil:
-				if whole != nil {
-					whole.Write(buf)
-				}
-				*bp = buf
-				send(bp, s, c)
-				continue
-			case e.Kind == formats.Zeros:
-				if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
-					bufPool.Put(bp)
-					return err
-				}
-			default:
-				again[ei][c] = objects.Sum(buf)
-			}
-			prog.add(n)
-			bufPool.Put(bp)
-		}
-		if whole != nil {
-			s.digest = whole.Digest()
-		}
-	}
-	fs.digest = file.Digest()
 	return nil
 }
 
