@@ -3,6 +3,7 @@ package archiver
 import (
 	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/mstore/mstore/formats"
@@ -13,15 +14,23 @@ import (
 
 // smallExtent is the size below which an extent is read with its
 // neighbours, a block at a time, rather than on its own: a file of 100,000
-// tensors of 512 B is read in 4 MB blocks, hashed as a file one block at a
+// tensors of 512 B is read in 1 MB blocks, hashed as a file one block at a
 // time, and its tensors handed to the storing side by the block, not one
 // read, one hand-over and one wake-up per tensor.
-const smallExtent = 256 << 10
+const (
+	smallExtent = 256 << 10
+	blockSize   = 1 << 20
+)
+
+// blockPool holds the buffers of blocks (smaller than chunks: three in
+// flight per file, for each file being added).
+var blockPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
 
 // batch is what the reading side of filePass hands to the storing side:
 // chunks of stored spans, each data a slice of the buffer bp.
 type batch struct {
 	bp    *[]byte
+	pool  *sync.Pool // bp's: bufPool or blockPool
 	items []batchItem
 }
 
@@ -66,7 +75,7 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 				prog.add(int64(len(it.data)))
 			}
 			*b.bp = (*b.bp)[:cap(*b.bp)]
-			bufPool.Put(b.bp)
+			b.pool.Put(b.bp)
 		}
 	}()
 	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
@@ -117,22 +126,22 @@ func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, store
 }
 
 // passSmall reads the extents from ei on that are small, as many as fit a
-// buffer, in one read, and returns the index of the first extent it left.
+// block, in one read, and returns the index of the first extent it left.
 func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter, file *objects.Hasher,
 	read func([]byte, int64) error, send func(batch)) (int, error) {
 	start, end, last := f.Extents[ei].Offset, f.Extents[ei].Offset, ei
-	for last < len(f.Extents) && f.Extents[last].Size < smallExtent && f.Extents[last].Offset+f.Extents[last].Size-start <= objects.ChunkSize {
+	for last < len(f.Extents) && f.Extents[last].Size < smallExtent && f.Extents[last].Offset+f.Extents[last].Size-start <= blockSize {
 		end = f.Extents[last].Offset + f.Extents[last].Size
 		last++
 	}
-	bp := bufPool.Get().(*[]byte)
+	bp := blockPool.Get().(*[]byte)
 	block := (*bp)[:end-start]
 	if err := read(block, start); err != nil {
-		bufPool.Put(bp)
+		blockPool.Put(bp)
 		return 0, err
 	}
 	file.Write(block)
-	b := batch{bp: bp}
+	b := batch{bp: bp, pool: &blockPool}
 	for k := ei; k < last; k++ {
 		e := f.Extents[k]
 		data := block[e.Offset-start : e.Offset-start+e.Size]
@@ -143,7 +152,7 @@ func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, pro
 			b.items = append(b.items, batchItem{s: s, data: data})
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, data); err != nil {
-				bufPool.Put(bp)
+				blockPool.Put(bp)
 				return 0, err
 			}
 			prog.add(e.Size)
@@ -189,7 +198,7 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 			if whole != nil {
 				whole.Write(buf)
 			}
-			send(batch{bp: bp, items: []batchItem{{s: s, c: c, data: buf}}})
+			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, data: buf}}})
 			continue
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
