@@ -70,7 +70,8 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 					it.s.digest = d
 				}
 				if _, err := w.Put(d, it.data); err != nil {
-					storeErr.Store(&err)
+					failed := err // only a failure is kept: err itself stays off the heap
+					storeErr.Store(&failed)
 				}
 				prog.add(int64(len(it.data)))
 			}
