@@ -253,7 +253,9 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 	if !d.lit(`,"tensors":`) {
 		return nil, false
 	}
-	if n := bytes.Count(d.b[d.i:], []byte(`{"name":`)); n > 0 {
+	// Room for the tensors, bounded by the shortest a tensor's encoding
+	// can be, so that no input makes this allocate more than it holds.
+	if n := min(bytes.Count(d.b[d.i:], []byte(`{"name":`)), (len(d.b)-d.i)/minTensorEncoding); n > 0 {
 		m.Tensors = make([]Tensor, 0, n)
 		d.digests = make([]Digest, 0, n) // most tensors are one chunk
 		d.ints = make([]int64, 0, 2*n)
@@ -270,6 +272,10 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 	}
 	return m, true
 }
+
+// minTensorEncoding is the length of the shortest encoded tensor:
+// {"name":"","dtype":"","shape":null,"size":0,"digest":"<64 hex>","chunks":null}
+const minTensorEncoding = 134
 
 type canonReader struct {
 	b []byte

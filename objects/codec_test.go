@@ -190,3 +190,11 @@ func BenchmarkManifestCodec(b *testing.B) {
 		}
 	})
 }
+
+// The shortest tensor encoding is what decodeCanonical's allocation bound
+// assumes.
+func TestMinTensorEncoding(t *testing.T) {
+	if n := len(appendTensor(nil, &Tensor{})); n != minTensorEncoding {
+		t.Fatalf("an empty tensor encodes in %d bytes, minTensorEncoding is %d", n, minTensorEncoding)
+	}
+}
