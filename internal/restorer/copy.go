@@ -17,22 +17,43 @@ import (
 )
 
 // A file written back in its manifest's own layout is made of blobs and
-// zeros only, each at an offset the manifest gives. copyStored lets the
-// kernel move those bytes (copy_file_range from the blob or pack file into
+// zeros only, each at an offset the manifest gives; a re-laid-out file
+// whose bytes are all known in advance adds planned frames (copyable).
+// copyStored lets the kernel move the blobs' bytes (copy_file_range from the blob or pack file into
 // the output, no copy through user space; a reflink where the file system
 // shares extents), then verifies each blob by hashing the bytes now in the
 // output file, read through a mapping: what is checked is what was
 // written. The whole file is not hashed again: it is exactly the verified
 // blobs at the manifest's offsets, which add checked make up the file's
-// digest.
+// digest (a re-laid-out file is parsed again and its tensors re-hashed,
+// verifyRelayout).
 
-// copyJob is a run of an output file written in one go: zeros, or blobs
-// that lie one after the other in one file of the store.
+// copyJob is a run of an output file written in one go: zeros, planned
+// frame bytes, or blobs that lie one after the other in one file of the
+// store.
 type copyJob struct {
 	off, size int64 // in the output file
 	zeros     bool
+	literal   []byte
 	rec       store.BlobRecord // the first blob's
 	pieces    []piece
+}
+
+// copyable reports whether copyStored can write f: no encoding, nothing
+// computed while it is written (transformed tensors, CRC-32 slots), and
+// no digest of the whole file to check but the manifest's own, which its
+// verified blobs make up (a re-laid-out file is parsed and its tensors
+// re-hashed after).
+func copyable(f planFile) bool {
+	if f.encoding != "" || f.want != nil && !f.stored {
+		return false
+	}
+	for _, pc := range f.pieces {
+		if pc.derived != nil || len(pc.crcs) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // maxCopyJob bounds a run of packed blobs copied and mapped at once (the
@@ -45,8 +66,16 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 	var jobs []copyJob
 	var off int64
 	for i, pc := range f.pieces {
-		if pc.zeros {
+		switch {
+		case pc.zeros:
 			jobs = append(jobs, copyJob{off: off, size: pc.size, zeros: true})
+			off += pc.size
+			continue
+		case pc.literal != nil:
+			if int64(len(pc.literal)) != pc.size {
+				return nil, fmt.Errorf("checkout: %s: a planned frame of %d bytes holds %d", f.path, pc.size, len(pc.literal))
+			}
+			jobs = append(jobs, copyJob{off: off, size: pc.size, literal: pc.literal})
 			off += pc.size
 			continue
 		}
@@ -56,7 +85,7 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 		}
 		if n := len(jobs); n > 0 && rec.Encoding == store.EncodingPacked {
 			last := &jobs[n-1]
-			if !last.zeros && last.rec.Encoding == store.EncodingPacked && last.rec.Pack == rec.Pack &&
+			if len(last.pieces) > 0 && last.rec.Encoding == store.EncodingPacked && last.rec.Pack == rec.Pack &&
 				last.rec.Offset+last.size == rec.Offset && last.off+last.size == off && last.size+pc.size <= maxCopyJob {
 				last.size += pc.size
 				last.pieces = last.pieces[:len(last.pieces)+1] // the pieces of a run are f.pieces[i-k:i+1]
@@ -73,8 +102,8 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 	return jobs, nil
 }
 
-// copyStored writes f, a file in its manifest's layout, under root; up to
-// workers jobs run at once.
+// copyStored writes f (copyable) under root; up to workers jobs run at
+// once.
 func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string, workers int, prog progress.Reporter) (err error) {
 	jobs, err := copyJobs(blobs, f)
 	if err != nil {
@@ -132,6 +161,12 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 }
 
 func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
+	if j.literal != nil {
+		if _, err := out.WriteAt(j.literal, j.off); err != nil {
+			return fmt.Errorf("checkout: write %s: %w", path, err)
+		}
+		return nil
+	}
 	if j.zeros {
 		for at := j.off; at < j.off+j.size; {
 			n := min(j.off+j.size-at, int64(len(zeroBuf)))

@@ -11,8 +11,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/testmodel"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
@@ -147,5 +149,45 @@ func TestCopyBufferedFallback(t *testing.T) {
 	}
 	if err := copyBuffered(src, 10, dst, 0, 10); !errors.Is(err, errs.IntegrityError) {
 		t.Fatalf("a short source: %v", err)
+	}
+}
+
+// The re-hash of a re-laid-out checkout finds a changed byte in a small
+// tensor (read with its neighbours) and in a large one.
+func TestHashTensorsFindsChangedBytes(t *testing.T) {
+	st, _, d, m := mixedModel(t)
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Checkout(context.Background(), st, d, out, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := modeldir.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	l, err := safetensors.Codec.Parse(dir, dir.SortedFiles(safetensors.Codec.Claims))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hashTensors(context.Background(), dir, l, m.Tensors); err != nil {
+		t.Fatalf("a good checkout: %v", err)
+	}
+	path := filepath.Join(out, "model.safetensors")
+	for _, name := range []string{"big", m.Tensors[len(m.Tensors)-1].Name} {
+		var e formats.Extent
+		for _, x := range l.Files[0].Extents {
+			if x.Kind == formats.TensorData && l.Tensors[x.Tensor].Name == name {
+				e = x
+			}
+		}
+		os.Chmod(path, 0o644)
+		b, _ := os.ReadFile(path)
+		b[e.Offset+e.Size-1] ^= 1
+		os.WriteFile(path, b, 0o644)
+		if err := hashTensors(context.Background(), dir, l, m.Tensors); !errors.Is(err, errs.IntegrityError) {
+			t.Errorf("tensor %s changed: %v", name, err)
+		}
+		b[e.Offset+e.Size-1] ^= 1
+		os.WriteFile(path, b, 0o644)
 	}
 }
