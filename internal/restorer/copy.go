@@ -37,7 +37,14 @@ type copyJob struct {
 	literal   []byte
 	rec       store.BlobRecord // the first blob's
 	pieces    []piece
+	// parts, for a buffered job: small runs (padding between small
+	// tensors, frames, short runs of packed blobs) assembled in memory and
+	// written with one call rather than a copy and a mapping each.
+	parts []copyJob
 }
+
+// smallJob is the size below which a run is buffered with its neighbours.
+const smallJob = 64 << 10
 
 // copyable reports whether copyStored can write f: no encoding, nothing
 // computed while it is written (transformed tensors, CRC-32 slots), and
@@ -99,7 +106,31 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 	if off != f.size {
 		return nil, fmt.Errorf("checkout: %s: pieces cover %d of %d bytes", f.path, off, f.size)
 	}
-	return jobs, nil
+	return bufferSmall(jobs), nil
+}
+
+// bufferSmall gathers consecutive small jobs into buffered ones of up to
+// maxCopyJob bytes.
+func bufferSmall(jobs []copyJob) []copyJob {
+	var out []copyJob
+	for _, j := range jobs {
+		if j.size >= smallJob || j.rec.Encoding == store.EncodingRaw {
+			out = append(out, j)
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].parts != nil && out[n-1].size+j.size <= maxCopyJob {
+			out[n-1].parts = append(out[n-1].parts, j)
+			out[n-1].size += j.size
+			continue
+		}
+		out = append(out, copyJob{off: j.off, size: j.size, parts: []copyJob{j}})
+	}
+	for i := range out {
+		if len(out[i].parts) == 1 {
+			out[i] = out[i].parts[0] // nothing to gather
+		}
+	}
+	return out
 }
 
 // copyStored writes f (copyable) under root; up to workers jobs run at
@@ -161,6 +192,9 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 }
 
 func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
+	if j.parts != nil {
+		return runBuffered(blobs, out, path, j)
+	}
 	if j.literal != nil {
 		if _, err := out.WriteAt(j.literal, j.off); err != nil {
 			return fmt.Errorf("checkout: write %s: %w", path, err)
@@ -259,4 +293,84 @@ func verifyWritten(out *os.File, path string, j copyJob) error {
 		data = data[pc.size:]
 	}
 	return nil
+}
+
+// runBuffered assembles a buffered job's parts in memory, verifies each
+// blob there and writes the run with one call: the bytes verified are the
+// bytes written. Packed blobs near each other in one pack (small tensors
+// that padding separates in the output) are read with one read.
+func runBuffered(blobs *blobSource, out *os.File, path string, j copyJob) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:j.size]
+	// The packed parts' span in their pack, when they share one.
+	first := j.firstPacked()
+	lo, hi, onePack := int64(-1), int64(0), true
+	for _, p := range j.parts {
+		if p.pieces == nil {
+			continue // zeros, a frame
+		}
+		if p.rec.Pack != first.rec.Pack {
+			onePack = false
+			break
+		}
+		if lo < 0 || p.rec.Offset < lo {
+			lo = p.rec.Offset
+		}
+		hi = max(hi, p.rec.Offset+p.size)
+	}
+	var span []byte
+	if onePack && lo >= 0 && hi-lo <= int64(len(*bp)) {
+		sp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(sp)
+		src, err := blobs.Locate(store.BlobRecord{Digest: first.rec.Digest, Size: hi - lo, Encoding: store.EncodingPacked, Pack: first.rec.Pack, Offset: lo})
+		if err != nil {
+			return err
+		}
+		span = (*sp)[:hi-lo]
+		if _, err := src.File.ReadAt(span, lo); err != nil {
+			return errs.Wrap(errs.IntegrityError, "checkout", err, "a pack of the store cannot be read whole (run `mstore fsck`)")
+		}
+	}
+	for _, p := range j.parts {
+		at := buf[p.off-j.off : p.off-j.off+p.size]
+		switch {
+		case p.literal != nil:
+			copy(at, p.literal)
+		case p.zeros:
+			clear(at)
+		case span != nil:
+			copy(at, span[p.rec.Offset-lo:p.rec.Offset-lo+p.size])
+		default:
+			src, err := blobs.Locate(p.rec)
+			if err != nil {
+				return err
+			}
+			_, err = src.File.ReadAt(at, src.Offset)
+			src.Close()
+			if err != nil {
+				return errs.Wrap(errs.IntegrityError, "checkout", err, "a blob file of the store cannot be read whole (run `mstore fsck`)")
+			}
+		}
+		for _, pc := range p.pieces {
+			if objects.Sum(at[:pc.size]) != pc.blob {
+				return objects.Verify(at[:pc.size], pc.blob, "blob "+pc.blob.Short())
+			}
+			at = at[pc.size:]
+		}
+	}
+	if _, err := out.WriteAt(buf, j.off); err != nil {
+		return fmt.Errorf("checkout: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// firstPacked is the first part of a buffered job that is a run of blobs.
+func (j copyJob) firstPacked() copyJob {
+	for _, p := range j.parts {
+		if p.pieces != nil {
+			return p
+		}
+	}
+	return copyJob{}
 }

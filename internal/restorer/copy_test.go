@@ -191,3 +191,80 @@ func TestHashTensorsFindsChangedBytes(t *testing.T) {
 		os.WriteFile(path, b, 0o644)
 	}
 }
+
+// A GGUF model of small tensors that padding separates: the runs between
+// the pads are gathered in memory (runBuffered), each blob verified there,
+// and the file written back byte for byte; a changed packed blob is an
+// integrity_error.
+func TestCopyBufferedRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "model")
+	if err := testmodel.WriteTensors(dir, testmodel.ManySmall(60, 500), 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *store.Store {
+		st, err := store.Open(filepath.Join(t.TempDir(), "store"), true, store.Options{LockTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	res, err := archiver.Add(context.Background(), st, dir, archiver.Options{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ggufDir := filepath.Join(t.TempDir(), "gguf")
+	if _, err := Checkout(context.Background(), st, res.Digest, ggufDir, Options{Format: "gguf"}); err != nil {
+		t.Fatal(err)
+	}
+	st2 := open()
+	res2, err := archiver.Add(context.Background(), st2, ggufDir, archiver.Options{Name: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *objects.Manifest
+	st2.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, res2.Digest); return })
+	f := m.File("model.gguf")
+	if f == nil {
+		t.Fatalf("no model.gguf in %+v", m.Files)
+	}
+	pf := storedFile(m, *f)
+	blobs, err := openBlobs(st2, &plan{files: []planFile{pf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := copyJobs(blobs, pf)
+	blobs.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buffered := 0
+	for _, j := range jobs {
+		if j.parts != nil {
+			buffered++
+		}
+	}
+	if buffered == 0 || len(jobs) > 10 {
+		t.Fatalf("%d jobs, %d buffered, for 60 padded tensors", len(jobs), buffered)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Checkout(context.Background(), st2, res2.Digest, out, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, ggufDir, out)
+
+	var rec store.BlobRecord
+	st2.View(func(tx *bolt.Tx) (err error) { rec, _, err = store.Blob(tx, m.Tensors[30].Chunks[0]); return })
+	victim := st2.PackPath(rec.Pack)
+	os.Chmod(victim, 0o644)
+	b, _ := os.ReadFile(victim)
+	b[rec.Offset+3] ^= 0x40
+	os.WriteFile(victim, b, 0o644)
+	parent := t.TempDir()
+	if _, err := Checkout(context.Background(), st2, res2.Digest, filepath.Join(parent, "out"), Options{}); !errors.Is(err, errs.IntegrityError) {
+		t.Fatalf("a changed packed blob: %v", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
