@@ -3,8 +3,8 @@ package objects
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,32 +86,64 @@ type Tensor struct {
 
 // Encode returns the canonical bytes of m: JSON with struct fields in
 // declaration order, map keys sorted, no HTML escaping, no insignificant
-// space. Callers must have put Files in path order.
+// space (what encoding/json writes; codec.go writes it without
+// reflection). Callers must have put Files in path order.
 func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("objects: encode manifest: %w", err)
+	return appendManifest(make([]byte, 0, m.sizeHint()), m), nil
+}
+
+// sizeHint is about the length of m's encoding (a little more), so that
+// the encoding of a large manifest is not copied as its buffer grows.
+func (m *Manifest) sizeHint() int {
+	const digest = 67 // quoted hex and a comma
+	n := 64
+	for i := range m.Files {
+		f := &m.Files[i]
+		n += 128 + len(f.Path) + 48*len(f.Extents)
+		for k, v := range f.Meta {
+			n += 2*(len(k)+len(v)) + 6 // room for escapes
+		}
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				n += 32 + digest*(1+len(e.Data.Chunks))
+			}
+		}
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	for i := range m.Tensors {
+		t := &m.Tensors[i]
+		n += 80 + 2*len(t.Name) + len(t.DType) + 21*len(t.Shape) + digest*(1+len(t.Chunks))
+	}
+	return n
 }
 
 // DecodeManifest parses manifest bytes and checks them with Validate.
 func DecodeManifest(b []byte) (*Manifest, error) {
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
+	m, ok := decodeCanonical(b)
+	if !ok || !sameEncoding(m, b) {
+		var err error
+		if m, err = decodeWithJSON(b); err != nil {
+			return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
+		}
 	}
 	if m.Schema != ManifestSchema {
 		return nil, errs.New(errs.UnsupportedVersion, "objects", "manifest schema %d (this build reads %d)", m.Schema, ManifestSchema)
 	}
 	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeWithJSON decodes any spelling of a manifest that encoding/json
+// takes (decodeCanonical reads only the canonical one).
+func decodeWithJSON(b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -221,28 +253,30 @@ func CheckReadBack(encoded []byte) error {
 
 // Blobs returns every blob digest the manifest needs, each once, sorted.
 func (m *Manifest) Blobs() []Digest {
-	seen := map[Digest]bool{}
-	add := func(ds []Digest) {
-		for _, d := range ds {
-			seen[d] = true
-		}
-	}
+	n := 0
 	for _, t := range m.Tensors {
-		add(t.Chunks)
+		n += len(t.Chunks)
 	}
 	for _, f := range m.Files {
 		for _, e := range f.Extents {
 			if e.Data != nil {
-				add(e.Data.Chunks)
+				n += len(e.Data.Chunks)
 			}
 		}
 	}
-	out := make([]Digest, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
+	out := make([]Digest, 0, n)
+	for _, t := range m.Tensors {
+		out = append(out, t.Chunks...)
 	}
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
-	return out
+	for _, f := range m.Files {
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				out = append(out, e.Data.Chunks...)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(out)
 }
 
 // LogicalBytes is the total size of the model's files.

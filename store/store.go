@@ -175,8 +175,9 @@ func (s *Store) checkFormat(tx *bolt.Tx) error {
 
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	db, err := openBolt(filepath.Join(s.dir, indexFile), &bolt.Options{
-		Timeout:  s.opts.LockTimeout,
-		ReadOnly: readOnly,
+		Timeout:         s.opts.LockTimeout,
+		ReadOnly:        readOnly,
+		InitialMmapSize: indexMmapSize,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, errs.New(errs.Conflict, "store", "another mstore command holds the store's lock (waited %s); try again when it has finished", s.opts.LockTimeout)

@@ -168,13 +168,14 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	needs := m.Blobs() // m is not needed past here: a large one is not kept through the commit
 	err = st.Update(func(tx *bolt.Tx) error {
 		if err := store.RecordBlobs(tx, written); err != nil {
 			return err
 		}
 		// Blobs the store had when the add began must still be there: a
 		// version is committed only with everything it needs.
-		if _, err := store.Records(tx, m.Blobs()); err != nil {
+		if err := store.RequireRecorded(tx, needs); err != nil {
 			return errs.Wrap(errs.IntegrityError, "add", err, "a blob this version needs left the store while it was being added; add it again")
 		}
 		if err := store.PutManifest(tx, digest, encoded); err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -47,11 +46,25 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 	// a frame, or a tensor's first placement; nil for padding and for a
 	// tensor placed again, whose chunks are compared (sameChunks).
 	stored := make([][]*span, len(files))
+	// Spans and their chunk digests are cut from two arenas: a model of
+	// 100,000 small tensors costs two allocations, not 200,000.
+	var nspans, nchunks int
+	for _, f := range files {
+		nspans += len(f.Extents)
+		for _, e := range f.Extents {
+			nchunks += objects.ChunkCount(e.Size)
+		}
+	}
+	spans := make([]span, 0, nspans)
+	digests := make([]objects.Digest, nchunks)
 	for fi, f := range files {
 		h.files[fi] = &span{path: f.Path, size: f.Size}
 		stored[fi] = make([]*span, len(f.Extents))
 		for ei, e := range f.Extents {
-			s := &span{path: f.Path, off: e.Offset, size: e.Size, chunks: make([]objects.Digest, objects.ChunkCount(e.Size))}
+			n := objects.ChunkCount(e.Size)
+			spans = append(spans, span{path: f.Path, off: e.Offset, size: e.Size, chunks: digests[:n:n]})
+			digests = digests[n:]
+			s := &spans[len(spans)-1]
 			if e.Size == 0 {
 				s.digest = objects.Sum(nil)
 			}
@@ -191,116 +204,6 @@ func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, prog *counter) e
 	return nil
 }
 
-// filePass reads file f once, in order, a chunk of an extent at a time:
-// every chunk goes through the file's hasher and its span's, and, hashed
-// and stored, to the span's chunks (on a goroutine of its own, so that
-// one large file keeps two cores busy). Padding must be zeros; a tensor
-// placed again is hashed into again, for sameChunks. stored and again are
-// f's, by extent.
-func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
-	r, release, err := pool.acquire(f.Path)
-	if err != nil {
-		return err
-	}
-	defer release()
-
-	type chunk struct {
-		bp *[]byte
-		s  *span
-		c  int
-	}
-	chunks := make(chan chunk, 1)
-	var storeErr atomic.Pointer[error]
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ch := range chunks {
-			buf := *ch.bp
-			if storeErr.Load() == nil {
-				d := objects.Sum(buf)
-				ch.s.chunks[ch.c] = d
-				if len(ch.s.chunks) == 1 {
-					ch.s.digest = d
-				}
-				if _, err := w.Put(d, buf); err != nil {
-					storeErr.Store(&err)
-				}
-				prog.add(int64(len(buf)))
-			}
-			*ch.bp = (*ch.bp)[:cap(*ch.bp)]
-			bufPool.Put(ch.bp)
-		}
-	}()
-	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(bp *[]byte, s *span, c int) {
-		chunks <- chunk{bp, s, c}
-	})
-	close(chunks)
-	<-done
-	if err != nil {
-		return err
-	}
-	if p := storeErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// passExtents is filePass's reading side; send hands a chunk of a stored
-// span (its buffer sliced to the chunk) to the storing side.
-func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter,
-	storeErr *atomic.Pointer[error], send func(bp *[]byte, s *span, c int)) error {
-	file := objects.NewHasher()
-	for ei, e := range f.Extents {
-		s := stored[ei]
-		var whole *objects.Hasher
-		if s != nil && len(s.chunks) > 1 {
-			whole = objects.NewHasher()
-		}
-		if s == nil && e.Kind == formats.TensorData {
-			again[ei] = make([]objects.Digest, objects.ChunkCount(e.Size))
-		}
-		for c := range objects.ChunkCount(e.Size) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if storeErr.Load() != nil {
-				return nil // filePass reports it
-			}
-			off, n := objects.ChunkBounds(e.Size, c)
-			bp := bufPool.Get().(*[]byte)
-			buf := (*bp)[:n]
-			if _, err := r.ReadAt(buf, e.Offset+off); err != nil {
-				bufPool.Put(bp)
-				return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", f.Path, n, e.Offset+off)
-			}
-			file.Write(buf)
-			switch {
-			case s != nil:
-				if whole != nil {
-					whole.Write(buf)
-				}
-				*bp = buf
-				send(bp, s, c)
-				continue
-			case e.Kind == formats.Zeros:
-				if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
-					bufPool.Put(bp)
-					return err
-				}
-			default:
-				again[ei][c] = objects.Sum(buf)
-			}
-			prog.add(n)
-			bufPool.Put(bp)
-		}
-		if whole != nil {
-			s.digest = whole.Digest()
-		}
-	}
-	fs.digest = file.Digest()
-	return nil
-}
-
 func checkZeros(s *span, b []byte) error {
 	for _, c := range b {
 		if c != 0 {
@@ -312,13 +215,21 @@ func checkZeros(s *span, b []byte) error {
 
 // manifest builds the manifest from the layout and the digests.
 func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest {
-	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format}
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format,
+		Tensors: make([]objects.Tensor, 0, len(l.Tensors)), Files: make([]objects.File, 0, len(files))}
+	var dims int
+	for _, t := range l.Tensors {
+		dims += len(t.Shape)
+	}
+	shapes := make([]int64, 0, dims) // one arena for every tensor's shape
 	for i, t := range l.Tensors {
 		s := h.tensors[i]
 		if s.size == 0 {
 			s.digest = objects.Sum(nil)
 		}
-		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64{}, t.Shape...),
+		start := len(shapes)
+		shapes = append(shapes, t.Shape...)
+		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: shapes[start:len(shapes):len(shapes)],
 			Size: t.Size, Digest: s.digest, Chunks: s.chunks})
 	}
 	for fi, f := range files {
@@ -329,6 +240,7 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest
 		case f.Index:
 			mf.Role = objects.RoleIndex
 		}
+		mf.Extents = make([]objects.Extent, 0, len(f.Extents))
 		for ei, e := range f.Extents {
 			me := objects.Extent{Size: e.Size}
 			switch e.Kind {

@@ -1,9 +1,11 @@
 package archiver
 
 import (
+	"bytes"
 	"fmt"
 	"io"
-	"reflect"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -62,7 +64,7 @@ func layoutDifference(a, b *formats.Layout) string {
 		return "number of files"
 	}
 	for i := range a.Files {
-		if !reflect.DeepEqual(a.Files[i], b.Files[i]) {
+		if !sameFile(&a.Files[i], &b.Files[i]) {
 			return "file " + a.Files[i].Path
 		}
 	}
@@ -70,11 +72,32 @@ func layoutDifference(a, b *formats.Layout) string {
 		return "number of tensors"
 	}
 	for i := range a.Tensors {
-		if !reflect.DeepEqual(a.Tensors[i], b.Tensors[i]) {
+		x, y := &a.Tensors[i], &b.Tensors[i]
+		if x.Name != y.Name || x.DType != y.DType || x.Size != y.Size || !slices.Equal(x.Shape, y.Shape) {
 			return fmt.Sprintf("tensor %q", a.Tensors[i].Name)
 		}
 	}
 	return ""
+}
+
+// sameFile compares two parsed files field by field (reflect.DeepEqual
+// cost an allocation per extent; a parsed layout's frames carry no Bytes
+// or CRC-32 slots, but they are compared too).
+func sameFile(a, b *formats.File) bool {
+	if a.Path != b.Path || a.Size != b.Size || a.Index != b.Index || !maps.Equal(a.Meta, b.Meta) || len(a.Extents) != len(b.Extents) {
+		return false
+	}
+	if (a.Meta == nil) != (b.Meta == nil) {
+		return false
+	}
+	for i := range a.Extents {
+		x, y := &a.Extents[i], &b.Extents[i]
+		if x.Kind != y.Kind || x.Offset != y.Offset || x.Size != y.Size || x.Tensor != y.Tensor ||
+			!bytes.Equal(x.Bytes, y.Bytes) || (x.Bytes == nil) != (y.Bytes == nil) || !slices.Equal(x.CRC32s, y.CRC32s) {
+			return false
+		}
+	}
+	return true
 }
 
 // stagedDir is a formats.Dir of the model as it was stored: each file's
@@ -120,7 +143,7 @@ func newStagedDir(files []fileWork, h *hashes, pool *readerPool) *stagedDir {
 		d.links = lc
 	}
 	for fi, f := range files {
-		sf := &stagedFile{path: f.Path, size: f.Size}
+		sf := &stagedFile{path: f.Path, size: f.Size, pieces: make([]stagedPiece, 0, len(f.Extents))}
 		for ei, e := range f.Extents {
 			p := stagedPiece{off: e.Offset, size: e.Size}
 			switch e.Kind {

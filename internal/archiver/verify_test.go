@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -195,5 +196,47 @@ func TestStagedReader(t *testing.T) {
 	}
 	if _, err := r.ReadAt(make([]byte, 4), 0); errs.ClassOf(err) != errs.IntegrityError || errs.ClassOf(sd.failure()) != errs.IntegrityError {
 		t.Fatalf("a read after a failure: %v (failure %v), want integrity_error", err, sd.failure())
+	}
+}
+
+// sameFile and layoutDifference compare the layout types field by field:
+// a field added to them must be compared too (this test names the count
+// they were written for).
+func TestLayoutComparisonCoversEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int
+	}{{formats.File{}, 5}, {formats.Extent{}, 6}, {formats.Tensor{}, 4}} {
+		if n := reflect.TypeOf(c.v).NumField(); n != c.want {
+			t.Errorf("%T has %d fields, sameFile/layoutDifference compare %d: compare the new ones", c.v, n, c.want)
+		}
+	}
+	a := &formats.Layout{Format: "x", Files: []formats.File{{Path: "f", Size: 8, Meta: map[string]string{"k": "v"},
+		Extents: []formats.Extent{{Kind: formats.Frame, Size: 8}}}}, Tensors: []formats.Tensor{{Name: "t", DType: "F32", Shape: []int64{2}, Size: 8}}}
+	clone := func() *formats.Layout {
+		b := *a
+		b.Files = []formats.File{a.Files[0]}
+		b.Files[0].Meta = map[string]string{"k": "v"}
+		b.Files[0].Extents = append([]formats.Extent{}, a.Files[0].Extents...)
+		b.Tensors = []formats.Tensor{a.Tensors[0]}
+		b.Tensors[0].Shape = []int64{2}
+		return &b
+	}
+	if d := layoutDifference(a, clone()); d != "" {
+		t.Fatalf("equal layouts differ: %s", d)
+	}
+	for name, change := range map[string]func(l *formats.Layout){
+		"meta":   func(l *formats.Layout) { l.Files[0].Meta["k"] = "w" },
+		"offset": func(l *formats.Layout) { l.Files[0].Extents[0].Offset = 1 },
+		"kind":   func(l *formats.Layout) { l.Files[0].Extents[0].Kind = formats.Zeros },
+		"index":  func(l *formats.Layout) { l.Files[0].Index = true },
+		"shape":  func(l *formats.Layout) { l.Tensors[0].Shape[0] = 3 },
+		"dtype":  func(l *formats.Layout) { l.Tensors[0].DType = "F16" },
+	} {
+		b := clone()
+		change(b)
+		if layoutDifference(a, b) == "" {
+			t.Errorf("a change of %s is not seen", name)
+		}
 	}
 }

@@ -1,11 +1,19 @@
 // Package restorer checks a model version out of a store into a directory:
 // byte-identical as it was added, or re-laid-out by its codec's planner.
 //
-// Every blob is hashed as it is read. Each file is written in order by one
-// goroutine while workers fetch and verify the blobs ahead of it, so the
-// file's BLAKE3 is computed on the way; every goroutine of a checkout has
-// ended when Checkout returns, error or not. Re-laid-out files are parsed
-// again and their tensors re-hashed before the checkout reports success.
+// Every blob is verified against its digest. A file written back in its
+// manifest's own layout, or re-laid-out with no byte computed as it is
+// written (copy.go), is copied by the kernel from the blob and pack files
+// (copy_file_range; a reflink where the file system shares extents), a run
+// of adjacent packed blobs in one call, and each blob is then hashed as it
+// is in the output file, through a mapping: the bytes checked are the bytes
+// written, and a stored file is not hashed again. Other files (casts,
+// CRC-32 slots, encoded files) are written in order by one goroutine while
+// workers fetch and verify the blobs ahead of it, and the file's BLAKE3 is
+// computed on the way. Every goroutine of a checkout has ended when
+// Checkout returns, error or not. Re-laid-out files are parsed again and
+// their tensors re-hashed (each file opened once, small tensors read a
+// block at a time) before the checkout reports success.
 //
 // The destination appears whole or not at all: files are written into a
 // temp directory beside it (workdir.go), synced, and renamed into place, or

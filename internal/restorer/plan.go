@@ -50,6 +50,9 @@ type planFile struct {
 	// encoding, when set, is the canonical encoding (encoders) a stored
 	// compressed file is written in; pieces and want are its decoded bytes.
 	encoding string
+	// stored: the file is written in its manifest's own layout, blobs and
+	// zeros only (copyStored).
+	stored bool
 }
 
 // plan is everything a checkout writes.
@@ -273,14 +276,26 @@ func baseName(p string) string {
 // storedFile is a file of the manifest written back exactly.
 func storedFile(m *objects.Manifest, f objects.File) planFile {
 	want := f.Digest
-	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression]}
+	pf := planFile{path: f.Path, size: f.Size, want: &want, encoding: f.Meta[formats.MetaCompression], stored: true}
+	n := 0
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentFrame:
-			pf.pieces = append(pf.pieces, chunkPieces(e.Size, e.Data.Chunks)...)
+			n += len(e.Data.Chunks)
+		case objects.ExtentTensor:
+			n += len(m.Tensors[e.Tensor].Chunks)
+		default:
+			n++
+		}
+	}
+	pf.pieces = make([]piece, 0, n) // a model of 100,000 tensors: one allocation
+	for _, e := range f.Extents {
+		switch e.Kind {
+		case objects.ExtentFrame:
+			pf.pieces = appendChunkPieces(pf.pieces, e.Size, e.Data.Chunks)
 		case objects.ExtentTensor:
 			t := m.Tensors[e.Tensor]
-			pf.pieces = append(pf.pieces, chunkPieces(t.Size, t.Chunks)...)
+			pf.pieces = appendChunkPieces(pf.pieces, t.Size, t.Chunks)
 		case objects.ExtentZeros:
 			pf.pieces = append(pf.pieces, piece{zeros: true, size: e.Size})
 		}
@@ -289,10 +304,13 @@ func storedFile(m *objects.Manifest, f objects.File) planFile {
 }
 
 func chunkPieces(size int64, chunks []objects.Digest) []piece {
-	out := make([]piece, len(chunks))
+	return appendChunkPieces(make([]piece, 0, len(chunks)), size, chunks)
+}
+
+func appendChunkPieces(out []piece, size int64, chunks []objects.Digest) []piece {
 	for i, d := range chunks {
 		_, n := objects.ChunkBounds(size, i)
-		out[i] = piece{blob: d, size: n}
+		out = append(out, piece{blob: d, size: n})
 	}
 	return out
 }

@@ -170,7 +170,13 @@ func writeAll(ctx context.Context, blobs pieceSource, p *plan, root string, opts
 	g.SetLimit(2)
 	for _, f := range p.files {
 		g.Go(func() error {
-			if err := writeFile(ctx, blobs, f, root, n, opts.Progress); err != nil {
+			write := writeFile
+			if bs, ok := blobs.(*blobSource); ok && copyable(f) {
+				write = func(ctx context.Context, _ pieceSource, f planFile, root string, n int, prog progress.Reporter) error {
+					return copyStored(ctx, bs, f, root, n, prog)
+				}
+			}
+			if err := write(ctx, blobs, f, root, n, opts.Progress); err != nil {
 				return err
 			}
 			store.Failpoint(store.FailCheckoutFileWritten)
@@ -266,7 +272,11 @@ type blobSource struct {
 }
 
 func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
-	var need []objects.Digest
+	n := 0
+	for _, f := range p.files {
+		n += len(f.pieces)
+	}
+	need := make([]objects.Digest, 0, n)
 	for _, f := range p.files {
 		for _, pc := range f.pieces {
 			switch {
@@ -279,7 +289,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	}
 	src := &blobSource{BlobReader: st.NewBlobReader()}
 	err := st.View(func(tx *bolt.Tx) (err error) {
-		src.recs, err = store.Records(tx, need)
+		src.recs, err = store.LookupRecords(tx, need)
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,47 @@
+package restorer
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/store"
+)
+
+// BenchmarkCheckout checks generated models out of a store (go test -bench
+// Checkout ./internal/restorer): MB/s of tensor data and allocations per
+// tensor.
+func BenchmarkCheckout(b *testing.B) {
+	for _, m := range testmodel.BenchModels() {
+		b.Run(m.Name, func(b *testing.B) {
+			root := b.TempDir()
+			dir := filepath.Join(root, "model")
+			if err := testmodel.WriteTensors(dir, m.Tensors, m.Shard, 1); err != nil {
+				b.Fatal(err)
+			}
+			st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := archiver.Add(context.Background(), st, dir, archiver.Options{Name: "m"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(m.Bytes())
+			var allocs testmodel.AllocCounter
+			b.ResetTimer()
+			allocs.Start()
+			for i := 0; i < b.N; i++ {
+				if _, err := Checkout(context.Background(), st, res.Digest, filepath.Join(root, fmt.Sprint("out", i)), Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			allocs.Report(b, len(m.Tensors))
+		})
+	}
+}
