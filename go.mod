@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/gpustack/gguf-parser-go v0.28.1
+	github.com/klauspost/compress v1.19.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/zeebo/blake3 v0.2.4
