@@ -57,7 +57,7 @@ const (
 	OpRemoveRef Op = "rmref"    // ref Name and its history removed
 	OpTrim      Op = "trim"     // history of Name trimmed to its newest Keep entries
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
-	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack
+	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack, coded as Enc
 	OpBegin     Op = "begin"    // a batch starts
 	OpEnd       Op = "end"      // the batch is complete
 )
@@ -75,6 +75,11 @@ type Record struct {
 	Pack   string         `json:"pack,omitempty"` // hex pack id
 	Offset int64          `json:"off,omitempty"`
 	Size   int64          `json:"size,omitempty"`
+	// A coded packed blob: Size is its stored size, Raw its raw size, Enc
+	// its coding ("grouped", "delta") and Base a delta's base blob.
+	Enc  string         `json:"enc,omitempty"`
+	Raw  int64          `json:"raw,omitempty"`
+	Base objects.Digest `json:"base,omitzero"`
 }
 
 // bucketPending holds the records of the transaction in flight. It never
