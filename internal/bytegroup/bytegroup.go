@@ -1,6 +1,7 @@
 package bytegroup
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/klauspost/compress/fse"
 	"github.com/klauspost/compress/huff0"
 	"github.com/klauspost/compress/zstd"
 )
@@ -27,6 +29,7 @@ const (
 	kindRaw   = 0
 	kindHuff  = 1
 	kindRLE   = 2
+	kindFSE   = 3
 	maxHeader = 4 + 1 + binary.MaxVarintLen64
 )
 
@@ -49,6 +52,7 @@ func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
 
 type coder struct {
 	huff   huff0.Scratch
+	fse    fse.Scratch
 	buf    []byte   // the planes, back to back
 	planes [][]byte // views of buf
 	tmp    []byte
@@ -127,6 +131,17 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		case err != nil || len(coded)+binary.MaxVarintLen32 >= len(blk):
 			t = append(t, kindRaw)
 			t = append(t, blk...)
+		case len(coded) < len(blk)/4:
+			// Nearly one value (the high bytes of a delta): Huffman spends
+			// at least a bit a byte, FSE does not.
+			coded = bytes.Clone(coded)
+			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f) < len(coded) {
+				t = append(t, kindFSE)
+				t = binary.AppendUvarint(t, uint64(len(f)))
+				t = append(t, f...)
+				continue
+			}
+			fallthrough
 		default:
 			t = append(t, kindHuff)
 			t = binary.AppendUvarint(t, uint64(len(coded)))
@@ -277,6 +292,18 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 				if err != nil || len(got) != len(blk) {
 					return nil, fmt.Errorf("%w: huff0 block", ErrCorrupt)
 				}
+			case kindFSE:
+				stream, rest, err := sized(in)
+				if err != nil {
+					return nil, err
+				}
+				in = rest
+				c.fse.DecompressLimit = len(blk)
+				got, err := fse.Decompress(stream, &c.fse)
+				if err != nil || len(got) != len(blk) {
+					return nil, fmt.Errorf("%w: fse block", ErrCorrupt)
+				}
+				copy(blk, got)
 			default:
 				return nil, fmt.Errorf("%w: block kind %d", ErrCorrupt, kind)
 			}

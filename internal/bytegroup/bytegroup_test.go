@@ -135,7 +135,21 @@ func TestCorruptIsErrCorrupt(t *testing.T) {
 	for i := 0; i+1 < len(src); i += 2 {
 		binary.LittleEndian.PutUint16(src[i:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
 	}
-	for _, width := range []int{1, 2} {
+	// a delta's high bytes: nearly all zero (the FSE block kind)
+	skewed := make([]byte, blockSize+100)
+	for i := range skewed {
+		if r.IntN(20) == 0 {
+			skewed[i] = byte(1 + r.IntN(3))
+		}
+	}
+	if enc := Encode(skewed, 1); !bytes.Contains(enc[:16], []byte{modeHuff, kindFSE}) {
+		t.Fatalf("a nearly-zero plane is not FSE coded: % x", enc[:16])
+	}
+	for _, in := range []struct {
+		src   []byte
+		width int
+	}{{src, 1}, {src, 2}, {skewed, 1}} {
+		src, width := in.src, in.width
 		enc := Encode(src, width)
 		for cut := 0; cut < len(enc); cut += 1 + len(enc)/300 {
 			if _, err := Decode(nil, enc[:cut], len(src)); !errors.Is(err, ErrCorrupt) {
@@ -163,9 +177,16 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(Encode(src, width), len(src))
 		f.Add(Encode(make([]byte, 3000), width), 3000)
+		skewed := make([]byte, 4000)
+		for i := range skewed {
+			if r.IntN(20) == 0 {
+				skewed[i] = 1
+			}
+		}
+		f.Add(Encode(skewed, width), len(skewed))
 	}
 	f.Fuzz(func(t *testing.T, enc []byte, rawLen int) {
-		if rawLen < 0 || rawLen > 1<<20 {
+		if rawLen < 0 || rawLen > 1<<18 {
 			return // the caller's record bounds it (a chunk is at most 4 MiB)
 		}
 		out, err := Decode(nil, enc, rawLen)

@@ -17,9 +17,10 @@
 //	  mode (1 byte)
 //	    0 raw:   the plane's bytes
 //	    1 huff0: its 128 KiB blocks, each: kind (1 byte; 0 raw, 1 huff0
-//	             4X stream with its table, 2 one repeated byte) then, for
-//	             kind 1, the stream's length and the stream; for kind 0 the
-//	             block's bytes; for kind 2 the byte
+//	             4X stream with its table, 2 one repeated byte, 3 FSE
+//	             stream with its table, for blocks of nearly one value)
+//	             then, for kinds 1 and 3, the stream's length and the
+//	             stream; for kind 0 the block's bytes; for kind 2 the byte
 //	    2 zstd:  the length of one zstd frame, the frame
 //	the raw length mod width trailing bytes, raw
 //
