@@ -121,7 +121,7 @@ func attachBase(tx *bolt.Tx, r *BlobRecord) error {
 func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 	best, coding := []byte(nil), CodingRaw
 	if base != nil {
-		delta := bytegroup.Encode(bytegroup.XOR(nil, raw, base), width)
+		delta := bytegroup.EncodeWith(bytegroup.XOR(nil, raw, base), width, base)
 		if len(delta) < len(raw) {
 			best, coding = delta, CodingDelta
 		}
@@ -138,7 +138,7 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 // decodeBlob turns the stored bytes of rec into its raw bytes in buf
 // (grown as needed); base is the raw bytes of its base, for a delta.
 func decodeBlob(rec BlobRecord, stored, base, buf []byte) ([]byte, error) {
-	out, err := bytegroup.Decode(buf, stored, int(rec.Size))
+	out, err := bytegroup.DecodeWith(buf, stored, int(rec.Size), base)
 	if err != nil {
 		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s: its %s bytes do not decode (run `mstore fsck`)", rec.Digest.Short(), rec.Coding)
 	}

@@ -18,7 +18,12 @@ import (
 // the caller expects.
 var ErrCorrupt = errors.New("bytegroup: corrupt coded data")
 
-var magic = [4]byte{'M', 'B', 'G', 1}
+var (
+	magic = [4]byte{'M', 'B', 'G', 1}
+	// magicCtx: the planes' elements are ordered by the top byte of the
+	// same element of a context array (a delta's base), see permute.
+	magicCtx = [4]byte{'M', 'B', 'G', 2}
+)
 
 const (
 	blockSize = 128 << 10 // under huff0's BlockSizeMax, one table per block
@@ -56,6 +61,8 @@ type coder struct {
 	buf    []byte   // the planes, back to back
 	planes [][]byte // views of buf
 	tmp    []byte
+	tmp2   []byte
+	perm   []int32
 }
 
 // planesFor returns width planes of n bytes each.
@@ -96,21 +103,38 @@ func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
 
 // Encode codes src as width byte planes (an invalid width counts as 1). The
 // result may be larger than src: the caller keeps the smaller.
-func Encode(src []byte, width int) []byte {
+func Encode(src []byte, width int) []byte { return EncodeWith(src, width, nil) }
+
+// EncodeWith is Encode with a context: the raw bytes of an array of the
+// same dtype (a delta's base), which Decode must be given again. Each
+// plane's elements are grouped by the sign and exponent byte of the
+// context's element, so that each 128 KiB block's Huffman table fits
+// elements of one magnitude: the bits a fine-tune changes depend on it.
+func EncodeWith(src []byte, width int, ctx []byte) []byte {
 	if !validWidth(width) {
 		width = 1
+	}
+	if width == 1 {
+		ctx = nil
 	}
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
 	n := len(src) / width
 	out := make([]byte, 0, len(src)+maxHeader+16*width)
-	out = append(out, magic[:]...)
+	if ctx != nil {
+		out = append(out, magicCtx[:]...)
+	} else {
+		out = append(out, magic[:]...)
+	}
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
 	if width > 1 {
 		planes = c.planesFor(n, width)
 		split(src, planes, width)
+	}
+	if ctx != nil {
+		c.permute(planes, ctx, width, false)
 	}
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
@@ -178,15 +202,68 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 
 // Width returns the plane count of coded data, checking only its header.
 func Width(enc []byte) (int, error) {
-	if len(enc) < 5 || [4]byte(enc[:4]) != magic || !validWidth(int(enc[4])) {
+	if len(enc) < 5 || [4]byte(enc[:4]) != magic && [4]byte(enc[:4]) != magicCtx || !validWidth(int(enc[4])) {
 		return 0, ErrCorrupt
 	}
 	return int(enc[4]), nil
 }
 
+// permute reorders every plane's elements (inverse: back) by a stable
+// counting sort on the top byte of ctx's element at the same index (0
+// past ctx's end).
+func (c *coder) permute(planes [][]byte, ctx []byte, width int, inverse bool) {
+	n := len(planes[0])
+	var start [257]int
+	key := func(i int) byte {
+		if j := i*width + width - 1; j < len(ctx) {
+			return ctx[j]
+		}
+		return 0
+	}
+	for i := range n {
+		start[int(key(i))+1]++
+	}
+	for k := 1; k < 257; k++ {
+		start[k] += start[k-1]
+	}
+	c.perm = growInts(c.perm, n)
+	for i := range n {
+		k := key(i)
+		c.perm[i] = int32(start[k])
+		start[k]++
+	}
+	c.tmp2 = grow(c.tmp2, n)
+	for _, p := range planes {
+		if inverse {
+			for i, j := range c.perm {
+				c.tmp2[i] = p[j]
+			}
+		} else {
+			for i, j := range c.perm {
+				c.tmp2[j] = p[i]
+			}
+		}
+		copy(p, c.tmp2)
+	}
+}
+
+func growInts(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n)
+	}
+	return b[:n]
+}
+
 // Decode decodes enc, which must hold exactly rawLen bytes, into dst (grown
 // as needed) and returns it. Anything else is ErrCorrupt.
 func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
+	return DecodeWith(dst, enc, rawLen, nil)
+}
+
+// DecodeWith is Decode for data EncodeWith coded with the context ctx
+// (data coded without one ignores it; data coded with one and given none is
+// ErrCorrupt).
+func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a decoder library's bug never takes the process down
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
@@ -195,6 +272,10 @@ func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
 	width, err := Width(enc)
 	if err != nil {
 		return nil, err
+	}
+	withCtx := [4]byte(enc[:4]) == magicCtx
+	if withCtx && (ctx == nil || width == 1) {
+		return nil, fmt.Errorf("%w: coded against a context it was not given", ErrCorrupt)
 	}
 	in := enc[5:]
 	l, k := binary.Uvarint(in)
@@ -214,6 +295,9 @@ func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
 		if in, err = c.decodePlane(in, plane); err != nil {
 			return nil, err
 		}
+	}
+	if withCtx {
+		c.permute(planes, ctx, width, true)
 	}
 	if width > 1 {
 		join(dst, planes, width)

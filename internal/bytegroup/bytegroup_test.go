@@ -92,10 +92,14 @@ func TestDeltaRoundTripProperty(t *testing.T) {
 			}
 		}
 		delta := XOR(nil, target, base)
-		enc := Encode(delta, 2)
-		dec, err := Decode(nil, enc, len(target))
+		width := rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "width")
+		enc := EncodeWith(delta, width, base)
+		dec, err := DecodeWith(nil, enc, len(target), base)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if _, err := Decode(nil, enc, len(target)); width > 1 && base != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decoding without the context it was coded with: %v, want ErrCorrupt", err)
 		}
 		if got := XOR(dec, dec, base); !bytes.Equal(got, target) {
 			t.Fatalf("delta round trip differs (target %d base %d)", len(target), len(base))
@@ -168,6 +172,9 @@ func TestCorruptIsErrCorrupt(t *testing.T) {
 	}
 }
 
+// fuzzCtx is a context shorter than most inputs (past its end the key is 0).
+var fuzzCtx = bytes.Repeat([]byte{1, 2, 3, 0x3c, 0xbc, 0}, 500)
+
 func FuzzDecode(f *testing.F) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, width := range []int{1, 2, 4} {
@@ -175,21 +182,26 @@ func FuzzDecode(f *testing.F) {
 		for i := range src {
 			src[i] = byte(r.NormFloat64() * 4)
 		}
-		f.Add(Encode(src, width), len(src))
-		f.Add(Encode(make([]byte, 3000), width), 3000)
+		f.Add(Encode(src, width), len(src), false)
+		f.Add(Encode(make([]byte, 3000), width), 3000, false)
 		skewed := make([]byte, 4000)
 		for i := range skewed {
 			if r.IntN(20) == 0 {
 				skewed[i] = 1
 			}
 		}
-		f.Add(Encode(skewed, width), len(skewed))
+		f.Add(Encode(skewed, width), len(skewed), false)
+		f.Add(EncodeWith(skewed, width, fuzzCtx), len(skewed), true)
 	}
-	f.Fuzz(func(t *testing.T, enc []byte, rawLen int) {
+	f.Fuzz(func(t *testing.T, enc []byte, rawLen int, withCtx bool) {
 		if rawLen < 0 || rawLen > 1<<18 {
 			return // the caller's record bounds it (a chunk is at most 4 MiB)
 		}
-		out, err := Decode(nil, enc, rawLen)
+		var ctx []byte
+		if withCtx {
+			ctx = fuzzCtx
+		}
+		out, err := DecodeWith(nil, enc, rawLen, ctx)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)

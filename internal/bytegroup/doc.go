@@ -10,7 +10,9 @@
 //
 // A coded buffer (all integers unsigned varints unless noted):
 //
-//	magic "MBG" version=1 (4 bytes)
+//	magic "MBG" version (4 bytes: 1, or 2 when coded with a context: then
+//	  every plane's elements are in the order of a stable sort on the top
+//	  byte of the context's element, see EncodeWith)
 //	width (1 byte: 1, 2, 4 or 8)
 //	raw length
 //	width planes, plane p holding byte p of every element:
