@@ -125,8 +125,8 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 		if len(delta) < len(raw) {
 			best, coding = delta, CodingDelta
 		}
-		if len(delta) < len(raw)/2 {
-			return coding, best // grouped alone never gets there on weights
+		if len(delta)*100 < len(raw)*62 {
+			return coding, best // grouped alone does not get there on weights (~0.67)
 		}
 	}
 	if g := bytegroup.Encode(raw, width); len(g) < len(raw) && (best == nil || len(g) < len(best)) {
