@@ -1,7 +1,6 @@
 package bytegroup
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -142,59 +141,57 @@ func EncodeWith(src []byte, width int, ctx []byte) []byte {
 	return append(out, src[n*width:]...)
 }
 
-// appendPlane appends one plane, coded the smallest way tried.
+// appendPlane appends one plane, coded the smallest way tried. The huff0
+// blocks go straight into out and are cut off again if another way wins.
 func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
-	t := c.tmp[:0]
+	start := len(out)
+	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += blockSize {
 		blk := plane[off:min(off+blockSize, len(plane))]
-		coded, _, err := huff0.Compress4X(blk, &c.huff)
+		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
 		switch {
 		case errors.Is(err, huff0.ErrUseRLE):
-			t = append(t, kindRLE, blk[0])
+			out = append(out, kindRLE, blk[0])
 		case err != nil || len(coded)+binary.MaxVarintLen32 >= len(blk):
-			t = append(t, kindRaw)
-			t = append(t, blk...)
+			out = append(out, kindRaw)
+			out = append(out, blk...)
 		case len(coded) < len(blk)/4:
 			// Nearly one value (the high bytes of a delta): Huffman spends
 			// at least a bit a byte, FSE does not.
-			coded = bytes.Clone(coded)
 			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f) < len(coded) {
-				t = append(t, kindFSE)
-				t = binary.AppendUvarint(t, uint64(len(f)))
-				t = append(t, f...)
+				out = append(out, kindFSE)
+				out = binary.AppendUvarint(out, uint64(len(f)))
+				out = append(out, f...)
 				continue
 			}
 			fallthrough
 		default:
-			t = append(t, kindHuff)
-			t = binary.AppendUvarint(t, uint64(len(coded)))
-			t = append(t, coded...)
+			out = append(out, kindHuff)
+			out = binary.AppendUvarint(out, uint64(len(coded)))
+			out = append(out, coded...)
 		}
 	}
-	c.tmp = t
-	best, mode := len(plane), modeRaw
-	if len(t) < best {
-		best, mode = len(t), modeHuff
+	best, mode := len(out)-start-1, modeHuff
+	if best >= len(plane) {
+		best, mode = len(plane), modeRaw
 	}
 	// zstd finds repeats and codes below a bit a byte: it pays on generic
 	// bytes (frames, JSON) and on planes that are nearly all one value.
-	var z []byte
 	if len(plane) > 0 && (generic || best*4 < len(plane)) {
 		enc, _ := zstdCoders()
-		z = enc.EncodeAll(plane, nil)
-		if len(z)+binary.MaxVarintLen32 < best {
-			best, mode = len(z), modeZstd
+		c.tmp = enc.EncodeAll(plane, c.tmp[:0])
+		if len(c.tmp)+binary.MaxVarintLen32 < best {
+			mode = modeZstd
 		}
 	}
-	out = append(out, byte(mode))
 	switch mode {
-	case modeHuff:
-		out = append(out, t...)
 	case modeZstd:
-		out = binary.AppendUvarint(out, uint64(len(z)))
-		out = append(out, z...)
-	default:
+		out = append(out[:start], modeZstd)
+		out = binary.AppendUvarint(out, uint64(len(c.tmp)))
+		out = append(out, c.tmp...)
+	case modeRaw:
+		out = append(out[:start], modeRaw)
 		out = append(out, plane...)
 	}
 	return out
