@@ -5,8 +5,9 @@
 // (with their tensor's dtype, so the byte-plane count: BF16 2, F32 4, …),
 // frames and the manifest copy (one plane). A tensor chunk gets a delta
 // base when the tensor of the same name, dtype and byte length in the
-// ref's previous version (its history entry's Previous), or else in the
-// oldest version that has one, holds other bytes: the same-offset chunk of
+// version `add --base REF` named, else in the ref's previous version (its
+// history entry's Previous), else in the oldest version that has one,
+// holds other bytes: the same-offset chunk of
 // that tensor. Chains are depth 1: a blob that is, or will be, any delta's
 // base is never made a delta; a base that is itself a delta (from an
 // earlier run) is replaced by its own base. Blobs already coded are left as

@@ -84,6 +84,12 @@ func NewPlan(ctx context.Context, st *store.Store) (*Plan, error) {
 				}
 			}
 		}
+		// `add --base REF` names the base version outright.
+		for d, base := range store.DeltaBaseHints(tx) {
+			if v := versions[d]; v != nil {
+				v.prev = base
+			}
+		}
 		return store.ForEachBlob(tx, func(r store.BlobRecord) error {
 			p.seen[r.Digest] = r
 			return nil

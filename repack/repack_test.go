@@ -33,8 +33,14 @@ var spec = testmodel.Spec{Layers: 1, Hidden: 64, Vocab: 8192, DType: "BF16"}
 // elements of every tensor, as a small update does.
 func model(t *testing.T, root, name string, ft uint64) storetest.Model {
 	t.Helper()
+	return seededModel(t, root, name, 1, ft)
+}
+
+// seededModel is model with the base weights drawn from seed.
+func seededModel(t *testing.T, root, name string, seed, ft uint64) storetest.Model {
+	t.Helper()
 	files, err := spec.BuildWith(func(i int, _ formats.Tensor, b []byte) {
-		r := rand.New(rand.NewPCG(uint64(i), 1))
+		r := rand.New(rand.NewPCG(uint64(i), seed))
 		for j := 0; j+1 < len(b); j += 2 {
 			binary.LittleEndian.PutUint16(b[j:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
 		}
@@ -269,4 +275,46 @@ func TestRepackConflictAndInterrupt(t *testing.T) {
 		t.Fatalf("repack after the conflict: %+v %v", res, err)
 	}
 	requireCheckout(t, st, d, base)
+}
+
+// `add --base REF` (SetDeltaBase) beats the fallback (the oldest version
+// with the tensor), and survives an index rebuild.
+func TestDeltaBaseHint(t *testing.T) {
+	root := t.TempDir()
+	st := open(t, root)
+	other, base, ft := seededModel(t, root, "other", 5, 0), model(t, root, "base", 0), model(t, root, "ft", 3)
+	storetest.Add(t, st, other, "other") // the oldest: what the fallback would pick
+	db := storetest.Add(t, st, base, "base")
+	df := storetest.Add(t, st, ft, "ft")
+	if err := st.SetDeltaBase(df, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || res.Deltas == 0 {
+		t.Fatalf("repack: %+v %v", res, err)
+	}
+	var m *objects.Manifest
+	st.View(func(tx *bolt.Tx) error { var err error; m, err = store.Manifest(tx, db); return err })
+	chunks := map[objects.Digest]bool{}
+	for _, tn := range m.Tensors {
+		for _, c := range tn.Chunks {
+			chunks[c] = true
+		}
+	}
+	for d, r := range records(t, st) {
+		if r.Coding == store.CodingDelta && !chunks[r.Base] {
+			t.Fatalf("delta %s is against %s, not a chunk of the hinted base", d.Short(), r.Base.Short())
+		}
+	}
+	requireCheckout(t, st, df, ft)
+	if err := os.Remove(filepath.Join(st.Dir(), "index.db")); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := store.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 1); err != nil || !rep.OK {
+		t.Fatalf("rebuild: %+v %v", rep, err)
+	}
+	var hints map[objects.Digest]objects.Digest
+	st.View(func(tx *bolt.Tx) error { hints = store.DeltaBaseHints(tx); return nil })
+	if hints[df] != db {
+		t.Fatalf("hints after rebuild: %v, want %s → %s", hints, df.Short(), db.Short())
+	}
 }

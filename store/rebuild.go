@@ -470,6 +470,8 @@ func replay(tx *bolt.Tx, log *journal.Log, problem func(string, ...any)) {
 				err = refs.RemoveRef(tx, rec.Name)
 			case journal.OpTrim:
 				_, err = refs.TrimHistory(tx, rec.Name, rec.Keep)
+			case journal.OpBase:
+				err = putDeltaBase(tx, rec.Digest, rec.Base)
 			}
 			if err != nil {
 				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, rec.Name, err)

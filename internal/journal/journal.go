@@ -58,6 +58,7 @@ const (
 	OpTrim      Op = "trim"     // history of Name trimmed to its newest Keep entries
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
 	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack, coded as Enc
+	OpBase      Op = "base"     // version Digest's tensors are coded against version Base's (add --base)
 	OpBegin     Op = "begin"    // a batch starts
 	OpEnd       Op = "end"      // the batch is complete
 )
