@@ -97,3 +97,23 @@ func TestRepackFailpoints(t *testing.T) {
 		})
 	}
 }
+
+// add --base names the delta base: an unknown one is not_found before
+// anything is stored; a known one makes repack code deltas even across
+// refs, and checkout gives the bytes back.
+func TestAddBase(t *testing.T) {
+	t.Parallel()
+	dirs, trees := weightModels(t, t.TempDir())
+	c := newCLI(t)
+	c.add(dirs[0], "--name", "base")
+	c.fail("not_found", "add", dirs[1], "--name", "ft", "--base", "nope")
+	c.add(dirs[1], "--name", "ft", "--base", "base")
+	var s repackSummary
+	c.json(&s, "repack")
+	if s.Result.Deltas == 0 || s.Result.CodedStored >= s.Result.CodedRaw {
+		t.Fatalf("repack: %+v, want deltas and fewer bytes", s.Result)
+	}
+	c.requireCheckout("ft", trees[1])
+	c.requireCheckout("base", trees[0])
+	c.fsck()
+}
