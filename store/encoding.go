@@ -201,3 +201,33 @@ func (r *BlobReader) Standalone(rec BlobRecord) (BlobRecord, []byte, error) {
 	}
 	return out, stored, nil
 }
+
+// CheckStored checks that stored, the bytes of blob rec as another store
+// keeps them (coded as rec.Coding; a remote that knows the coding sends
+// them so), decode to the blob's raw digest, a delta against rec.BaseRec
+// read from this store. The caller then writes them with PutStored; a
+// remote that does not know a coding sends raw bytes, which Put checks by
+// their digest as always.
+func (r *BlobReader) CheckStored(rec BlobRecord, stored []byte) error {
+	if !rec.Coded() {
+		return objects.Verify(stored, rec.Digest, "blob "+rec.Digest.Short())
+	}
+	if rec.Size > objects.ChunkSize || int64(len(stored)) >= rec.Size {
+		return errs.New(errs.IntegrityError, "store", "blob %s: %d coded bytes for %d raw", rec.Digest.Short(), len(stored), rec.Size)
+	}
+	var base []byte
+	if rec.Coding == CodingDelta {
+		brec, err := baseOf(rec)
+		if err != nil {
+			return err
+		}
+		if base, err = r.Read(brec, nil); err != nil {
+			return err
+		}
+	}
+	out, err := decodeBlob(rec, stored, base, nil)
+	if err != nil {
+		return err
+	}
+	return objects.Verify(out, rec.Digest, "blob "+rec.Digest.Short())
+}

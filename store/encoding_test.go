@@ -329,3 +329,29 @@ func EncodeBlobBytes(raw []byte, width int, base []byte) []byte {
 	}
 	return raw
 }
+
+// CheckStored accepts coded bytes that decode to the blob (a delta with
+// this store's base) and refuses others as integrity_error.
+func TestCheckStored(t *testing.T) {
+	st := newStore(t)
+	base := weights(12, 1<<20, 0.02)
+	b := putCoded(t, st, base, 2, nil)
+	ft := fineTune(base, 13)
+	coding, stored := EncodeBlob(ft, 2, base)
+	rec := BlobRecord{Digest: objects.Sum(ft), Size: int64(len(ft)), Coding: coding, Base: b.Digest, Stored: int64(len(stored)), BaseRec: &b}
+	r := st.NewBlobReader()
+	defer r.Close()
+	if err := r.CheckStored(rec, stored); coding != CodingDelta || err != nil {
+		t.Fatalf("good delta (%s): %v", coding, err)
+	}
+	bad := bytes.Clone(stored)
+	bad[len(bad)/2] ^= 0x20
+	if err := r.CheckStored(rec, bad); !errors.Is(err, errs.IntegrityError) {
+		t.Fatalf("flipped delta: %v, want integrity_error", err)
+	}
+	other := rec
+	other.Digest = objects.Sum(base)
+	if err := r.CheckStored(other, stored); !errors.Is(err, errs.IntegrityError) {
+		t.Fatalf("delta under another digest: %v, want integrity_error", err)
+	}
+}
