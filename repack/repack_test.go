@@ -318,3 +318,44 @@ func TestDeltaBaseHint(t *testing.T) {
 		t.Fatalf("hints after rebuild: %v, want %s → %s", hints, df.Short(), db.Short())
 	}
 }
+
+// Removing the version that holds the deltas frees them and keeps their
+// base, which another version still needs; a dry run changes nothing.
+func TestGCKeepsBasesLiveVersionsNeed(t *testing.T) {
+	root := t.TempDir()
+	st := open(t, root)
+	base, ft := model(t, root, "base", 0), model(t, root, "ft", 11)
+	db := storetest.Add(t, st, base, "b")
+	storetest.Add(t, st, ft, "f")
+	if _, res, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || res.Deltas == 0 {
+		t.Fatalf("repack: %+v %v", res, err)
+	}
+	deltas := 0
+	for _, r := range records(t, st) {
+		if r.Coding == store.CodingDelta {
+			deltas++
+		}
+	}
+	before := records(t, st)
+	plan, res, err := gc.Run(context.Background(), st, gc.Options{Grace: -1, LockWait: time.Second, DryRun: true})
+	if err != nil || res != nil || plan.Reencoded != 0 || len(records(t, st)) != len(before) {
+		t.Fatalf("dry run: %+v %+v %v", plan, res, err)
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return refs.RemoveRef(tx, "f") }); err != nil {
+		t.Fatal(err)
+	}
+	plan, _, err = gc.Run(context.Background(), st, gc.Options{Grace: -1, LockWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Reencoded != 0 || plan.FreedBlobs < deltas {
+		t.Fatalf("gc: %d re-coded, %d freed; want 0 and at least the %d deltas", plan.Reencoded, plan.FreedBlobs, deltas)
+	}
+	for d, r := range records(t, st) {
+		if r.Coding == store.CodingDelta {
+			t.Fatalf("delta %s outlived its version", d.Short())
+		}
+	}
+	requireCheckout(t, st, db, base)
+	requireClean(t, st)
+}
