@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -149,6 +150,11 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += blockSize {
 		blk := plane[off:min(off+blockSize, len(plane))]
+		if flat(blk) { // the low mantissa bytes of weights: not worth a histogram
+			out = append(out, kindRaw)
+			out = append(out, blk...)
+			continue
+		}
 		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
 		switch {
 		case errors.Is(err, huff0.ErrUseRLE):
@@ -195,6 +201,29 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		out = append(out, plane...)
 	}
 	return out
+}
+
+// flat reports, from every 16th byte, whether blk is so close to uniform
+// (over 7.85 bits of entropy a byte) that no entropy coder can shrink it
+// by more than 2%.
+func flat(blk []byte) bool {
+	if len(blk) < 16<<10 {
+		return false
+	}
+	var h [256]int
+	n := 0
+	for i := 0; i < len(blk); i += 16 {
+		h[blk[i]]++
+		n++
+	}
+	e := 0.0
+	for _, c := range h {
+		if c > 0 {
+			p := float64(c) / float64(n)
+			e -= p * math.Log2(p)
+		}
+	}
+	return e > 7.85
 }
 
 // Width returns the plane count of coded data, checking only its header.
