@@ -1,7 +1,8 @@
 // Package journal owns the store's journal: an append-only file beside
 // index.db that records every change the index cannot rebuild from the blob
 // files alone (ref moves, tags, trims, ref removals, which blobs are
-// manifests, where packed blobs lie), so that `mstore fsck --rebuild-index`
+// manifests, where packed blobs lie and how they are coded, delta base
+// hints), so that `mstore fsck --rebuild-index`
 // can rebuild a lost or damaged index.
 //
 // One record per line, each line its own checksum:
