@@ -317,7 +317,12 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 	if width > 1 {
 		planes = c.planesFor(n, width)
 	}
-	for _, plane := range planes {
+	for i, plane := range planes {
+		if width > 1 && !withCtx && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
+			// A raw plane is joined straight from enc, never copied.
+			planes[i], in = in[1:1+n:1+n], in[1+n:]
+			continue
+		}
 		if in, err = c.decodePlane(in, plane); err != nil {
 			return nil, err
 		}
