@@ -106,7 +106,7 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 // read back with its digest checked: a corrupt live blob stops gc before
 // anything changes.
 func (p *Plan) repack(ctx context.Context, st *store.Store) ([]store.BlobRecord, error) {
-	if len(p.repackRecs) == 0 {
+	if len(p.repackRecs) == 0 && len(p.reencode) == 0 {
 		return nil, nil
 	}
 	r := st.NewBlobReader()
@@ -118,13 +118,26 @@ func (p *Plan) repack(ctx context.Context, st *store.Store) ([]store.BlobRecord,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := r.Read(rec, buf)
+		// Moved as kept on disk (coded stays coded), checked on the way.
+		b, err := r.ReadStored(rec, buf)
 		if err != nil {
 			return nil, errs.Wrap(errs.IntegrityError, "gc", err, "repacking pack %s: nothing was deleted (run `mstore fsck`)", rec.Pack)
 		}
 		buf = b
-		if _, err := w.Put(rec.Digest, b); err != nil {
+		if _, err := w.PutStored(rec, b); err != nil {
 			return nil, fmt.Errorf("gc: repack: %w", err)
+		}
+	}
+	for _, rec := range p.reencode {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nrec, b, err := r.Standalone(rec)
+		if err != nil {
+			return nil, errs.Wrap(errs.IntegrityError, "gc", err, "coding delta %s without its base: nothing was deleted (run `mstore fsck`)", rec.Digest.Short())
+		}
+		if _, err := w.PutStored(nrec, b); err != nil {
+			return nil, fmt.Errorf("gc: re-encode: %w", err)
 		}
 	}
 	recs, err := w.Commit()
@@ -138,8 +151,8 @@ func (p *Plan) repack(ctx context.Context, st *store.Store) ([]store.BlobRecord,
 // records, in one transaction that first checks that the store is still as
 // the plan saw it.
 func (p *Plan) commit(st *store.Store, newRecs []store.BlobRecord) error {
-	old := make(map[objects.Digest]store.BlobRecord, len(p.repackRecs))
-	for _, r := range p.repackRecs {
+	old := make(map[objects.Digest]store.BlobRecord, len(p.repackRecs)+len(p.reencode))
+	for _, r := range append(append([]store.BlobRecord{}, p.repackRecs...), p.reencode...) {
 		old[r.Digest] = r
 	}
 	if len(newRecs) != len(old) {

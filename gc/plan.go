@@ -80,12 +80,18 @@ type Plan struct {
 	// does not record) is still done, and gc then fails naming them.
 	Unreadable   []Unreadable `json:"unreadable"`
 	KeptAllBlobs bool         `json:"kept_all_blobs"`
+	// Reencoded counts the deltas coded again without their base, so that
+	// a base no version needs any more can go.
+	Reencoded int `json:"reencoded_deltas"`
 
 	deadRecords []store.BlobRecord
 	repackRecs  []store.BlobRecord // live records in packs to repack, in pack and offset order
-	oldPacks    []string           // absolute paths of the packs repacked
-	deletePaths []string           // absolute paths of DeleteFiles then Orphans
-	sizes       map[string]int64   // of every path to delete
+	// reencode holds the live deltas whose base no version needs any
+	// more: they are coded again on their own, and the base goes.
+	reencode    []store.BlobRecord
+	oldPacks    []string         // absolute paths of the packs repacked
+	deletePaths []string         // absolute paths of DeleteFiles then Orphans
+	sizes       map[string]int64 // of every path to delete
 	manifestSet map[objects.Digest]bool
 }
 
@@ -170,10 +176,31 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 			live[d] = true
 		}
 	}
+	p.keepBases(live, recs)
 	if err := p.sweep(st, opts, live, recs); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// keepBases never lets a live delta lose its base: a base some version
+// still needs stays as it is; a base only deltas need goes, and each of its
+// live deltas is coded again without it first (Execute, in the same
+// transaction that removes the base's record). A delta whose base the index
+// lacks cannot be read: its base is reported missing.
+func (p *Plan) keepBases(live map[objects.Digest]bool, recs map[objects.Digest]store.BlobRecord) {
+	for _, d := range sortedDigests(recs) {
+		r := recs[d]
+		if r.Coding != store.CodingDelta || !live[d] || live[r.Base] {
+			continue
+		}
+		if _, ok := recs[r.Base]; !ok {
+			p.Missing = append(p.Missing, r.Base)
+			continue
+		}
+		p.reencode = append(p.reencode, r)
+	}
+	p.Reencoded = len(p.reencode)
 }
 
 // sweep decides, from the marks and the files on disk, what goes.
@@ -217,6 +244,10 @@ func (p *Plan) sweep(st *store.Store, opts Options, live map[objects.Digest]bool
 	}
 	livePacked := map[store.PackID][]store.BlobRecord{}
 	recordedPacks := map[store.PackID]bool{}
+	reencoded := map[objects.Digest]bool{}
+	for _, r := range p.reencode {
+		reencoded[r.Digest] = true
+	}
 	for _, d := range sortedDigests(recs) {
 		r := recs[d]
 		if r.Encoding == store.EncodingPacked {
@@ -241,7 +272,9 @@ func (p *Plan) sweep(st *store.Store, opts Options, live map[objects.Digest]bool
 				p.Missing = append(p.Missing, d)
 				continue
 			}
-			livePacked[r.Pack] = append(livePacked[r.Pack], r)
+			if !reencoded[d] { // its copy here dies: a new one is written
+				livePacked[r.Pack] = append(livePacked[r.Pack], r)
+			}
 		}
 	}
 	p.FreedBlobs = len(p.deadRecords)
@@ -251,7 +284,7 @@ func (p *Plan) sweep(st *store.Store, opts Options, live map[objects.Digest]bool
 		liveRecs := livePacked[id]
 		var liveBytes int64
 		for _, r := range liveRecs {
-			liveBytes += r.Size
+			liveBytes += r.StoredSize()
 		}
 		switch {
 		case !recordedPacks[id]:

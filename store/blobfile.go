@@ -75,6 +75,9 @@ func LookupRecords(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRec
 	out := make(map[objects.Digest]BlobRecord, len(ds))
 	err := walkRecords(tx, ds, func(d objects.Digest, v []byte) error {
 		r, err := decodeBlobRecord(d, v)
+		if err == nil {
+			err = attachBase(tx, &r) // a delta's read needs its base's record
+		}
 		out[d] = r
 		return err
 	})

@@ -104,7 +104,7 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 	w.claimed[d] = true
 	if len(data) < PackThreshold {
 		defer w.mu.Unlock()
-		if err := w.appendToPack(d, data); err != nil {
+		if err := w.appendToPack(BlobRecord{Digest: d, Size: int64(len(data))}, data); err != nil {
 			w.err = err
 			return false, err
 		}
@@ -123,8 +123,34 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 	return true, nil
 }
 
-// appendToPack writes a small blob at the end of the open pack; w.mu is held.
-func (w *BlobWriter) appendToPack(d objects.Digest, data []byte) error {
+// PutStored stores blob rec.Digest (rec.Size raw bytes) as it is kept on
+// disk: stored is its bytes in rec.Coding (a coded blob goes into a pack;
+// the caller has checked that stored decodes to the blob). It reports
+// whether it wrote it.
+func (w *BlobWriter) PutStored(rec BlobRecord, stored []byte) (bool, error) {
+	if !rec.Coded() {
+		return w.Put(rec.Digest, stored)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return false, w.err
+	}
+	if w.claimed[rec.Digest] || w.known.Has(rec.Digest) {
+		return false, nil
+	}
+	w.claimed[rec.Digest] = true
+	rec = BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: rec.Coding, Stored: int64(len(stored)), Base: rec.Base}
+	if err := w.appendToPack(rec, stored); err != nil {
+		w.err = err
+		return false, err
+	}
+	return true, nil
+}
+
+// appendToPack writes rec's stored bytes at the end of the open pack; w.mu
+// is held.
+func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
 	if w.pack == nil {
 		p := &openPack{}
 		rand.Read(p.id[:])
@@ -141,7 +167,8 @@ func (w *BlobWriter) appendToPack(d objects.Digest, data []byte) error {
 		return fmt.Errorf("store: write pack: %w", err)
 	}
 	Failpoint(FailBlobTempWritten)
-	p.recs = append(p.recs, BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingPacked, Pack: p.id, Offset: p.size})
+	rec.Encoding, rec.Pack, rec.Offset = EncodingPacked, p.id, p.size
+	p.recs = append(p.recs, rec)
 	p.size += int64(len(data))
 	if p.size >= packTarget {
 		return w.closePack()

@@ -41,6 +41,14 @@
 // is gone while the journal is there is an integrity_error too, never a
 // fresh empty store.
 //
+// Codings (encoding.go): a blob record says where the bytes lie (a loose
+// file, a run of a pack) and how they are coded: raw, byte-grouped
+// (internal/bytegroup) or an XOR delta against a base blob that is never
+// itself a delta. Coded blobs live in packs, and the journal records each
+// coded copy with its coding and base, so that the rebuild decodes and
+// checks it. BlobReader.Read is the one read path: it decodes (with the
+// base, for a delta) and checks the raw digest.
+//
 // Healing: fsck records the blobs it finds missing or corrupt (MarkSuspect);
 // KnownBlobs leaves them out, so the next add of a model holding their bytes
 // writes them again, and RecordBlobs points their record at the new copy

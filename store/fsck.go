@@ -171,8 +171,8 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 			corrupt("index", fmt.Sprintf("%x", k), "blob record under a key of %d bytes", len(k))
 		case err != nil:
 			corrupt("blob", d.String(), "%v", err)
-		case rec.Size > objects.ChunkSize || rec.Encoding == EncodingPacked && rec.Size >= PackThreshold:
-			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, packs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
+		case rec.Size > objects.ChunkSize || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
+			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, raw packed blobs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
 		default:
 			st.recs[d] = rec
 		}
@@ -366,6 +366,19 @@ func (r *FsckReport) checkNeeds(st *fsckState) {
 			ids = append(ids, d.Short())
 		}
 		r.Warnings = append(r.Warnings, fmt.Sprintf("version(s) %s cannot be read: which blobs they need is unknown, so no blob is called unreferenced", strings.Join(ids, ", ")))
+	}
+	// A delta's base is needed as long as the delta is.
+	for d, base := range DeltaBases(st.recs) {
+		if usedBy[d] {
+			usedBy[base] = true
+		}
+	}
+	r.listUnreferenced(st, usedBy)
+}
+
+// listUnreferenced lists the blobs no named version needs.
+func (r *FsckReport) listUnreferenced(st *fsckState, usedBy map[objects.Digest]bool) {
+	if len(st.unreadable) > 0 {
 		return
 	}
 	for _, d := range sortedDigests(st.recs) {
@@ -399,7 +412,7 @@ func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
 	recordedPacks := map[PackID]int64{} // recorded bytes in each pack
 	for _, rec := range st.recs {
 		if rec.Encoding == EncodingPacked {
-			recordedPacks[rec.Pack] += rec.Size
+			recordedPacks[rec.Pack] += rec.StoredSize()
 		}
 	}
 	leftover := func(f StoredFile, detail string) {

@@ -79,8 +79,35 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(workerCount(workers))
 	byPack := map[PackID][]BlobRecord{}
+	reader := s.NewBlobReader()
+	defer reader.Close()
 	for _, d := range sortedDigests(st.recs) {
 		rec := st.recs[d]
+		if rec.Coded() {
+			// Decoded (with its base) and checked against its raw digest
+			// on the one read path.
+			if _, ok := files.packs[rec.Pack]; !ok {
+				finding(&r.Missing, rec, relPath(s, s.PackPath(rec.Pack)), "the index records it in pack %s; the pack is missing", rec.Pack)
+				continue
+			}
+			if rec.Coding == CodingDelta {
+				if b, ok := st.recs[rec.Base]; ok {
+					rec.BaseRec = &b
+				}
+			}
+			g.Go(func() error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				_, err := reader.Read(rec, nil)
+				checked(rec)
+				if err != nil {
+					finding(&r.Corrupt, rec, relPath(s, s.PackPath(rec.Pack)), "%s blob: %v", rec.Coding, err)
+				}
+				return nil
+			})
+			continue
+		}
 		if rec.Encoding == EncodingPacked {
 			byPack[rec.Pack] = append(byPack[rec.Pack], rec)
 			continue

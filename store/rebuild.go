@@ -225,6 +225,13 @@ func (s *Store) installIndex(tmp string, r *RebuildReport) error {
 	return nil
 }
 
+// cand is a packed copy the journal places, with its place in the journal
+// (later copies are newer).
+type cand struct {
+	rec   BlobRecord
+	order int
+}
+
 // recoverBlobs re-hashes every loose blob file and every packed blob the
 // journal places, and returns a record of each blob with a good copy
 // (loose first, else the newest packed copy).
@@ -244,11 +251,8 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 		return nil, err
 	}
 	// Packed copies in journal order: later records are newer copies.
-	type cand struct {
-		rec   BlobRecord
-		order int
-	}
 	byPack := map[PackID][]cand{}
+	var coded []cand // checked after the raw copies: a delta needs its base
 	order := 0
 	named := map[PackID]bool{}
 	for _, b := range log.Batches {
@@ -268,7 +272,18 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 			if f, ok := packs[id]; !ok || rec.Offset < 0 || rec.Size < 0 || rec.Offset+rec.Size > f.Size {
 				continue // the pack is gone (gc) or shorter: not this copy
 			}
-			byPack[id] = append(byPack[id], cand{BlobRecord{Digest: rec.Digest, Size: rec.Size, Encoding: EncodingPacked, Pack: id, Offset: rec.Offset}, order})
+			br := BlobRecord{Digest: rec.Digest, Size: rec.Size, Encoding: EncodingPacked, Pack: id, Offset: rec.Offset}
+			if rec.Enc != "" {
+				c, ok := ParseCoding(rec.Enc)
+				if !ok || !c.coded() || rec.Raw <= rec.Size || rec.Raw > objects.ChunkSize {
+					problem("journal batch %d: blob %s: bad coding %q (%d of %d bytes)", b.Seq, rec.Digest.Short(), rec.Enc, rec.Size, rec.Raw)
+					continue
+				}
+				br.Coding, br.Size, br.Stored, br.Base = c, rec.Raw, rec.Size, rec.Base
+				coded = append(coded, cand{br, order})
+				continue
+			}
+			byPack[id] = append(byPack[id], cand{br, order})
 		}
 	}
 	for id, f := range packs {
@@ -280,6 +295,7 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 	var mu sync.Mutex
 	good := map[objects.Digest]BlobRecord{}
 	goodOrder := map[objects.Digest]int{}
+	parent := ctx // the group's ends with it
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(workerCount(workers))
 	for d, f := range loose {
@@ -341,6 +357,9 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if err := s.recoverCoded(parent, coded, good, goodOrder, r); err != nil {
+		return nil, err
+	}
 	for _, rec := range good {
 		if rec.Encoding == EncodingRaw {
 			r.Loose++
@@ -349,6 +368,40 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 		}
 	}
 	return good, nil
+}
+
+// recoverCoded decodes and checks every coded packed copy the journal
+// places: first those that need no base, then the deltas, each against the
+// good copy of its base (never itself a delta). A copy that does not decode
+// to its digest is left out, as a raw one that does not hash to it is.
+func (s *Store) recoverCoded(ctx context.Context, coded []cand, good map[objects.Digest]BlobRecord, goodOrder map[objects.Digest]int, r *RebuildReport) error {
+	reader := s.NewBlobReader()
+	defer reader.Close()
+	for _, pass := range []Coding{CodingGrouped, CodingDelta} {
+		for _, c := range coded {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if c.rec.Coding != pass {
+				continue
+			}
+			rec := c.rec
+			if pass == CodingDelta {
+				b, ok := good[rec.Base]
+				if !ok || b.Coding == CodingDelta {
+					continue
+				}
+				rec.BaseRec = &b
+			}
+			_, err := reader.Read(rec, nil)
+			r.Blobs++
+			r.Bytes += rec.Size
+			if err == nil && (goodOrder[rec.Digest] == 0 || goodOrder[rec.Digest] > 0 && c.order > goodOrder[rec.Digest]) {
+				good[rec.Digest], goodOrder[rec.Digest] = rec, c.order
+			}
+		}
+	}
+	return nil
 }
 
 // recoverManifests reads every manifest the journal names from its blob
@@ -417,6 +470,8 @@ func replay(tx *bolt.Tx, log *journal.Log, problem func(string, ...any)) {
 				err = refs.RemoveRef(tx, rec.Name)
 			case journal.OpTrim:
 				_, err = refs.TrimHistory(tx, rec.Name, rec.Keep)
+			case journal.OpBase:
+				err = putDeltaBase(tx, rec.Digest, rec.Base)
 			}
 			if err != nil {
 				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, rec.Name, err)

@@ -45,16 +45,25 @@ type BlobRecord struct {
 	Encoding Encoding
 	Pack     PackID // for EncodingPacked
 	Offset   int64  // in the pack, for EncodingPacked
+	// Coding says how the bytes are coded (encoding.go); Size is always
+	// the raw size, Stored the size on disk of a coded blob.
+	Coding Coding
+	Stored int64
+	Base   objects.Digest // for CodingDelta
+	// BaseRec is the record of Base, filled in by Blob, Records and
+	// ForEachBlob so that a read needs no index of its own.
+	BaseRec *BlobRecord
 }
 
-// Record layout: encoding(1) size(8) [pack(16) offset(8)].
+// Record layout: encoding(1) size(8) [pack(16) offset(8)] [coding trailer,
+// see appendCoding].
 func encodeBlobRecord(r BlobRecord) []byte {
 	b := append([]byte{byte(r.Encoding)}, u64(uint64(r.Size))...)
 	if r.Encoding == EncodingPacked {
 		b = append(b, r.Pack[:]...)
 		b = append(b, u64(uint64(r.Offset))...)
 	}
-	return b
+	return appendCoding(b, r)
 }
 
 func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
@@ -63,12 +72,18 @@ func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
 		return BlobRecord{}, bad
 	}
 	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
+	var trailer []byte
 	switch {
-	case r.Encoding == EncodingRaw && len(b) == 9:
-	case r.Encoding == EncodingPacked && len(b) == 9+16+8:
+	case r.Encoding == EncodingRaw:
+		trailer = b[9:]
+	case r.Encoding == EncodingPacked && len(b) >= 9+16+8:
 		copy(r.Pack[:], b[9:25])
-		r.Offset = int64(getU64(b[25:]))
+		r.Offset = int64(getU64(b[25:33]))
+		trailer = b[33:]
 	default:
+		return BlobRecord{}, bad
+	}
+	if !decodeCoding(&r, trailer) {
 		return BlobRecord{}, bad
 	}
 	if r.Size < 0 || r.Offset < 0 {
@@ -112,7 +127,12 @@ func journalPacked(tx *bolt.Tx, r BlobRecord) error {
 	if r.Encoding != EncodingPacked {
 		return nil
 	}
-	return journal.Add(tx, journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset, Size: r.Size})
+	rec := journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset, Size: r.StoredSize()}
+	if r.Coded() {
+		// The rebuild decodes it (with its base, for a delta) to check it.
+		rec.Enc, rec.Raw, rec.Base = r.Coding.String(), r.Size, r.Base
+	}
+	return journal.Add(tx, rec)
 }
 
 // MarkSuspect replaces the set of blobs fsck found missing or corrupt by
@@ -156,6 +176,9 @@ func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
 		return BlobRecord{}, false, nil
 	}
 	r, err := decodeBlobRecord(d, v)
+	if err == nil {
+		err = attachBase(tx, &r)
+	}
 	return r, err == nil, err
 }
 
@@ -181,6 +204,9 @@ func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
 	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
 		r, err := decodeBlobRecord(objects.Digest(k), v)
 		if err != nil {
+			return err
+		}
+		if err := attachBase(tx, &r); err != nil {
 			return err
 		}
 		return fn(r)

@@ -66,6 +66,9 @@ func Remotes(tx *bolt.Tx) map[string]string {
 // sendfile instead of reading and hashing it). A missing or short file is
 // an integrity_error.
 func (s *Store) OpenBlob(rec BlobRecord) (io.ReadSeekCloser, error) {
+	if rec.Coded() {
+		return nil, fmt.Errorf("store: blob %s is kept %s: read it with a BlobReader, which decodes it", rec.Digest.Short(), rec.Coding)
+	}
 	var path string
 	switch rec.Encoding {
 	case EncodingRaw:

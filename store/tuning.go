@@ -5,5 +5,7 @@ package store
 // mapping by doubling, and every remap inside a write transaction copies
 // every node the transaction touched out of the old mapping: an add that
 // records 100,000 small blobs remapped a dozen times and spent a third of
-// its commit copying. Below this size the index is never remapped.
-const indexMmapSize = 1 << 30
+// its commit copying. Below this size the index is never remapped. It is
+// 256 MiB, not more: the mapping counts against an address-space limit
+// (ulimit -v, prlimit --as), and an index of 100,000 blobs is ~10 MB.
+const indexMmapSize = 256 << 20

@@ -15,9 +15,16 @@ type Usage struct {
 	Versions     int   `json:"versions"`
 	Blobs        int   `json:"blobs"`
 	LogicalBytes int64 `json:"logical_bytes"` // sum of every version's file sizes
-	BlobBytes    int64 `json:"blob_bytes"`    // sum of recorded blob sizes
+	BlobBytes    int64 `json:"blob_bytes"`    // sum of recorded blob sizes (unique raw bytes)
 	IndexBytes   int64 `json:"index_bytes"`   // index.db on disk
-	StoredBytes  int64 `json:"stored_bytes"`  // blob bytes + index
+	StoredBytes  int64 `json:"stored_bytes"`  // blob bytes as kept on disk + index
+	// UniqueRawBytes is BlobBytes under the name the issue's figures use;
+	// StoredBlobBytes is what the blobs take on disk once coded.
+	UniqueRawBytes  int64 `json:"unique_raw_bytes"`
+	StoredBlobBytes int64 `json:"stored_blob_bytes"`
+	// Codings holds, for each coding (raw, grouped, delta), its blobs, their
+	// raw and stored bytes and the ratio stored / raw.
+	Codings map[string]*CodingStats `json:"codings"`
 	// Unreadable lists the versions whose manifest cannot be read: they
 	// count in Versions, not in LogicalBytes.
 	Unreadable []UnreadableVersion `json:"unreadable"`
@@ -41,7 +48,7 @@ func (u Usage) DedupRatio() float64 {
 // read is listed in Unreadable and the rest is counted: the caller reports
 // it.
 func (s *Store) Usage() (Usage, error) {
-	u := Usage{Unreadable: []UnreadableVersion{}}
+	u := Usage{Unreadable: []UnreadableVersion{}, Codings: map[string]*CodingStats{}}
 	err := s.View(func(tx *bolt.Tx) error {
 		err := ForEachManifest(tx, func(d objects.Digest) error {
 			u.Versions++
@@ -59,6 +66,15 @@ func (s *Store) Usage() (Usage, error) {
 		return ForEachBlob(tx, func(r BlobRecord) error {
 			u.Blobs++
 			u.BlobBytes += r.Size
+			u.StoredBlobBytes += r.StoredSize()
+			c := u.Codings[r.Coding.String()]
+			if c == nil {
+				c = &CodingStats{}
+				u.Codings[r.Coding.String()] = c
+			}
+			c.Blobs++
+			c.RawBytes += r.Size
+			c.StoredBytes += r.StoredSize()
 			return nil
 		})
 	})
@@ -68,6 +84,12 @@ func (s *Store) Usage() (Usage, error) {
 	if info, err := os.Stat(filepath.Join(s.dir, indexFile)); err == nil {
 		u.IndexBytes = info.Size()
 	}
-	u.StoredBytes = u.BlobBytes + u.IndexBytes
+	u.UniqueRawBytes = u.BlobBytes
+	u.StoredBytes = u.StoredBlobBytes + u.IndexBytes
+	for _, c := range u.Codings {
+		if c.RawBytes > 0 {
+			c.Ratio = float64(c.StoredBytes) / float64(c.RawBytes)
+		}
+	}
 	return u, nil
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/objects"
 )
 
 var addCommand = &cli.Command{
@@ -14,6 +17,7 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
+		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
 		&cli.StringFlag{Name: "max-archive-bytes", Usage: "MPK: refuse an archive larger than this, compressed or decompressed (default 16GiB)"},
 		&cli.Int64Flag{Name: "max-entries", Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
 		&cli.StringFlag{Name: "max-entry-bytes", Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
@@ -25,7 +29,7 @@ var addCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		if err := needArgs(c, 1, "PATH [--name NAME] [--tag TAG] [-m MESSAGE]"); err != nil {
+		if err := needArgs(c, 1, "PATH [--name NAME] [--tag TAG] [-m MESSAGE] [--base REF]"); err != nil {
 			return err
 		}
 		limits, err := addLimits(c)
@@ -36,12 +40,23 @@ var addCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		var base objects.Digest
+		if ref := c.String("base"); ref != "" {
+			if base, err = st.Resolve(ref); err != nil {
+				return err
+			}
+		}
 		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 			Progress: e.progress("adding"), Limits: limits,
 		})
 		if err != nil {
 			return err
+		}
+		if !base.IsZero() {
+			if err := st.SetDeltaBase(res.Digest, base); err != nil {
+				return fmt.Errorf("add: version %s was added, but its delta base was not recorded (run the add again): %w", res.Digest, err)
+			}
 		}
 		if e.json {
 			return e.printJSON(res)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -27,9 +30,13 @@ var duCommand = &cli.Command{
 		if e.json {
 			err = e.printJSON(duOutput{Usage: u, DedupRatio: u.DedupRatio()})
 		} else {
-			e.printf("%d versions, %d blobs\nlogical %s\nstored  %s (blobs %s, index %s)\ndedup   %.2f×\n",
-				u.Versions, u.Blobs, humanBytes(u.LogicalBytes), humanBytes(u.StoredBytes), humanBytes(u.BlobBytes),
+			e.printf("%d versions, %d blobs\nlogical    %s\nunique raw %s\nstored     %s (blobs %s, index %s)\ndedup      %.2f×\n",
+				u.Versions, u.Blobs, humanBytes(u.LogicalBytes), humanBytes(u.UniqueRawBytes), humanBytes(u.StoredBytes), humanBytes(u.StoredBlobBytes),
 				humanBytes(u.IndexBytes), u.DedupRatio())
+			for _, name := range slices.Sorted(maps.Keys(u.Codings)) {
+				c := u.Codings[name]
+				e.printf("  %-8s %d blobs, %s raw as %s (%.3f)\n", name, c.Blobs, humanBytes(c.RawBytes), humanBytes(c.StoredBytes), c.Ratio)
+			}
 			for _, v := range u.Unreadable {
 				e.printf("unreadable version %s (not counted): %s\n", v.Version, v.Error)
 			}

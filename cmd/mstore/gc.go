@@ -80,6 +80,9 @@ func printGC(e *env, p *gc.Plan, res *gc.Result) {
 			e.printf("failed to delete %s\n", f)
 		}
 	}
+	if p.Reencoded > 0 {
+		e.printf("coded %d delta(s) again without the base no version needs any more\n", p.Reencoded)
+	}
 	for _, u := range p.Unreadable {
 		e.printf("unreadable version %s: %s\n", u.Version, u.Error)
 	}

@@ -62,7 +62,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
 			tagCommand, rmCommand, diffCommand, duCommand,
-			gcCommand, fsckCommand, trimCommand,
+			gcCommand, fsckCommand, trimCommand, repackCommand,
 			pullCommand, pushCommand, remoteCommand, serveCommand,
 		},
 		HideHelpCommand: true,

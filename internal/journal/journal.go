@@ -1,7 +1,8 @@
 // Package journal owns the store's journal: an append-only file beside
 // index.db that records every change the index cannot rebuild from the blob
 // files alone (ref moves, tags, trims, ref removals, which blobs are
-// manifests, where packed blobs lie), so that `mstore fsck --rebuild-index`
+// manifests, where packed blobs lie and how they are coded, delta base
+// hints), so that `mstore fsck --rebuild-index`
 // can rebuild a lost or damaged index.
 //
 // One record per line, each line its own checksum:
@@ -57,7 +58,8 @@ const (
 	OpRemoveRef Op = "rmref"    // ref Name and its history removed
 	OpTrim      Op = "trim"     // history of Name trimmed to its newest Keep entries
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
-	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack
+	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack, coded as Enc
+	OpBase      Op = "base"     // version Digest's tensors are coded against version Base's (add --base)
 	OpBegin     Op = "begin"    // a batch starts
 	OpEnd       Op = "end"      // the batch is complete
 )
@@ -75,6 +77,11 @@ type Record struct {
 	Pack   string         `json:"pack,omitempty"` // hex pack id
 	Offset int64          `json:"off,omitempty"`
 	Size   int64          `json:"size,omitempty"`
+	// A coded packed blob: Size is its stored size, Raw its raw size, Enc
+	// its coding ("grouped", "delta") and Base a delta's base blob.
+	Enc  string         `json:"enc,omitempty"`
+	Raw  int64          `json:"raw,omitempty"`
+	Base objects.Digest `json:"base,omitzero"`
 }
 
 // bucketPending holds the records of the transaction in flight. It never

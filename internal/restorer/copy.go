@@ -47,16 +47,20 @@ type copyJob struct {
 const smallJob = 64 << 10
 
 // copyable reports whether copyStored can write f: no encoding, nothing
-// computed while it is written (transformed tensors, CRC-32 slots), and
-// no digest of the whole file to check but the manifest's own, which its
-// verified blobs make up (a re-laid-out file is parsed and its tensors
+// computed while it is written (transformed tensors, CRC-32 slots), every
+// blob kept as its raw bytes (a coded blob is decoded by the blob reader),
+// and no digest of the whole file to check but the manifest's own, which
+// its verified blobs make up (a re-laid-out file is parsed and its tensors
 // re-hashed after).
-func copyable(f planFile) bool {
+func copyable(f planFile, blobs *blobSource) bool {
 	if f.encoding != "" || f.want != nil && !f.stored {
 		return false
 	}
 	for _, pc := range f.pieces {
 		if pc.derived != nil || len(pc.crcs) > 0 {
+			return false
+		}
+		if c := blobs.recs[pc.blob].Coding; pc.literal == nil && !pc.zeros && c != 0 && c != store.CodingRaw {
 			return false
 		}
 	}

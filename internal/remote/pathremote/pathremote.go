@@ -1,6 +1,7 @@
 package pathremote
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"time"
@@ -97,8 +98,23 @@ func (r *Remote) OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekClo
 	if err != nil {
 		return nil, err
 	}
+	if recs[0].Coded() {
+		// Kept coded (repack): the stored bytes are not the blob's, so it
+		// is decoded, and verified on the way, like any other read.
+		rd := r.st.NewBlobReader()
+		defer rd.Close()
+		data, err := rd.Read(recs[0], nil)
+		if err != nil {
+			return nil, err
+		}
+		return nopCloser{bytes.NewReader(data)}, nil
+	}
 	return r.st.OpenBlob(recs[0])
 }
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
 
 // GetBlobs implements remote.Remote.
 func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {

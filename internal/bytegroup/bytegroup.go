@@ -1,0 +1,455 @@
+package bytegroup
+
+import (
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/fse"
+	"github.com/klauspost/compress/huff0"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrCorrupt is returned for coded data that does not decode to the length
+// the caller expects.
+var ErrCorrupt = errors.New("bytegroup: corrupt coded data")
+
+var (
+	magic = [4]byte{'M', 'B', 'G', 1}
+	// magicCtx: the planes' elements are ordered by the top byte of the
+	// same element of a context array (a delta's base), see permute.
+	magicCtx = [4]byte{'M', 'B', 'G', 2}
+)
+
+const (
+	blockSize = 128 << 10 // under huff0's BlockSizeMax, one table per block
+
+	modeRaw   = 0
+	modeHuff  = 1
+	modeZstd  = 2
+	kindRaw   = 0
+	kindHuff  = 1
+	kindRLE   = 2
+	kindFSE   = 3
+	maxHeader = 4 + 1 + binary.MaxVarintLen64
+)
+
+// WidthOf is the byte-plane count for a dtype name (SafeTensors spelling:
+// BF16, F16, F32, F64, F8_E4M3, I32, …); dtypes that are not plain arrays of
+// fixed-width numbers (quantized GGUF blocks, frames) get 1.
+func WidthOf(dtype string) int {
+	switch dtype {
+	case "BF16", "F16", "I16", "U16":
+		return 2
+	case "F32", "I32", "U32":
+		return 4
+	case "F64", "I64", "U64":
+		return 8
+	}
+	return 1
+}
+
+func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
+
+type coder struct {
+	huff   huff0.Scratch
+	fse    fse.Scratch
+	buf    []byte   // the planes, back to back
+	planes [][]byte // views of buf
+	tmp    []byte
+	tmp2   []byte
+	perm   []int32
+}
+
+// planesFor returns width planes of n bytes each.
+func (c *coder) planesFor(n, width int) [][]byte {
+	c.buf = grow(c.buf, n*width)
+	c.planes = c.planes[:0]
+	for p := range width {
+		c.planes = append(c.planes, c.buf[p*n:(p+1)*n:(p+1)*n])
+	}
+	return c.planes
+}
+
+var coders = sync.Pool{New: func() any { return &coder{} }}
+
+var (
+	zOnce sync.Once
+	zEnc  *zstd.Encoder
+	zDec  *zstd.Decoder
+)
+
+func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
+	zOnce.Do(func() {
+		n := runtime.GOMAXPROCS(0)
+		var err error
+		zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(n),
+			zstd.WithEncoderCRC(false), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(n), zstd.WithDecoderMaxMemory(16<<20),
+			zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return zEnc, zDec
+}
+
+// Encode codes src as width byte planes (an invalid width counts as 1). The
+// result may be larger than src: the caller keeps the smaller.
+func Encode(src []byte, width int) []byte { return EncodeWith(src, width, nil) }
+
+// EncodeWith is Encode with a context: the raw bytes of an array of the
+// same dtype (a delta's base), which Decode must be given again. Each
+// plane's elements are grouped by the sign and exponent byte of the
+// context's element, so that each 128 KiB block's Huffman table fits
+// elements of one magnitude: the bits a fine-tune changes depend on it.
+func EncodeWith(src []byte, width int, ctx []byte) []byte {
+	if !validWidth(width) {
+		width = 1
+	}
+	if width == 1 {
+		ctx = nil
+	}
+	c := coders.Get().(*coder)
+	defer coders.Put(c)
+	n := len(src) / width
+	out := make([]byte, 0, len(src)+maxHeader+16*width)
+	if ctx != nil {
+		out = append(out, magicCtx[:]...)
+	} else {
+		out = append(out, magic[:]...)
+	}
+	out = append(out, byte(width))
+	out = binary.AppendUvarint(out, uint64(len(src)))
+	planes := [][]byte{src[:n]}
+	if width > 1 {
+		planes = c.planesFor(n, width)
+		split(src, planes, width)
+	}
+	if ctx != nil {
+		c.permute(planes, ctx, width, false)
+	}
+	for _, plane := range planes {
+		out = c.appendPlane(out, plane, width == 1)
+	}
+	return append(out, src[n*width:]...)
+}
+
+// appendPlane appends one plane, coded the smallest way tried. The huff0
+// blocks go straight into out and are cut off again if another way wins.
+func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
+	c.huff.Reuse = huff0.ReusePolicyNone
+	start := len(out)
+	out = append(out, modeHuff)
+	for off := 0; off < len(plane); off += blockSize {
+		blk := plane[off:min(off+blockSize, len(plane))]
+		if flat(blk) { // the low mantissa bytes of weights: not worth a histogram
+			out = append(out, kindRaw)
+			out = append(out, blk...)
+			continue
+		}
+		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
+		switch {
+		case errors.Is(err, huff0.ErrUseRLE):
+			out = append(out, kindRLE, blk[0])
+		case err != nil || len(coded)+binary.MaxVarintLen32 >= len(blk):
+			out = append(out, kindRaw)
+			out = append(out, blk...)
+		case len(coded) < len(blk)/4:
+			// Nearly one value (the high bytes of a delta): Huffman spends
+			// at least a bit a byte, FSE does not.
+			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f) < len(coded) {
+				out = append(out, kindFSE)
+				out = binary.AppendUvarint(out, uint64(len(f)))
+				out = append(out, f...)
+				continue
+			}
+			fallthrough
+		default:
+			out = append(out, kindHuff)
+			out = binary.AppendUvarint(out, uint64(len(coded)))
+			out = append(out, coded...)
+		}
+	}
+	best, mode := len(out)-start-1, modeHuff
+	if best >= len(plane) {
+		best, mode = len(plane), modeRaw
+	}
+	// zstd finds repeats and codes below a bit a byte: it pays on generic
+	// bytes (frames, JSON) and on planes that are nearly all one value.
+	if len(plane) > 0 && (generic || best*4 < len(plane)) {
+		enc, _ := zstdCoders()
+		c.tmp = enc.EncodeAll(plane, c.tmp[:0])
+		if len(c.tmp)+binary.MaxVarintLen32 < best {
+			mode = modeZstd
+		}
+	}
+	switch mode {
+	case modeZstd:
+		out = append(out[:start], modeZstd)
+		out = binary.AppendUvarint(out, uint64(len(c.tmp)))
+		out = append(out, c.tmp...)
+	case modeRaw:
+		out = append(out[:start], modeRaw)
+		out = append(out, plane...)
+	}
+	return out
+}
+
+// flat reports, from every 16th byte, whether blk is so close to uniform
+// (over 7.85 bits of entropy a byte) that no entropy coder can shrink it
+// by more than 2%.
+func flat(blk []byte) bool {
+	if len(blk) < 16<<10 {
+		return false
+	}
+	var h [256]int
+	n := 0
+	for i := 0; i < len(blk); i += 16 {
+		h[blk[i]]++
+		n++
+	}
+	e := 0.0
+	for _, c := range h {
+		if c > 0 {
+			p := float64(c) / float64(n)
+			e -= p * math.Log2(p)
+		}
+	}
+	return e > 7.85
+}
+
+// Width returns the plane count of coded data, checking only its header.
+func Width(enc []byte) (int, error) {
+	if len(enc) < 5 || [4]byte(enc[:4]) != magic && [4]byte(enc[:4]) != magicCtx || !validWidth(int(enc[4])) {
+		return 0, ErrCorrupt
+	}
+	return int(enc[4]), nil
+}
+
+// permute reorders every plane's elements (inverse: back) by a stable
+// counting sort on the top byte of ctx's element at the same index (0
+// past ctx's end).
+func (c *coder) permute(planes [][]byte, ctx []byte, width int, inverse bool) {
+	n := len(planes[0])
+	var start [257]int
+	key := func(i int) byte {
+		if j := i*width + width - 1; j < len(ctx) {
+			return ctx[j]
+		}
+		return 0
+	}
+	for i := range n {
+		start[int(key(i))+1]++
+	}
+	for k := 1; k < 257; k++ {
+		start[k] += start[k-1]
+	}
+	c.perm = growInts(c.perm, n)
+	for i := range n {
+		k := key(i)
+		c.perm[i] = int32(start[k])
+		start[k]++
+	}
+	c.tmp2 = grow(c.tmp2, n)
+	for _, p := range planes {
+		if inverse {
+			for i, j := range c.perm {
+				c.tmp2[i] = p[j]
+			}
+		} else {
+			for i, j := range c.perm {
+				c.tmp2[j] = p[i]
+			}
+		}
+		copy(p, c.tmp2)
+	}
+}
+
+func growInts(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n)
+	}
+	return b[:n]
+}
+
+// Decode decodes enc, which must hold exactly rawLen bytes, into dst (grown
+// as needed) and returns it. Anything else is ErrCorrupt.
+func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
+	return DecodeWith(dst, enc, rawLen, nil)
+}
+
+// DecodeWith is Decode for data EncodeWith coded with the context ctx
+// (data coded without one ignores it; data coded with one and given none is
+// ErrCorrupt).
+func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil { // a decoder library's bug never takes the process down
+			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	width, err := Width(enc)
+	if err != nil {
+		return nil, err
+	}
+	withCtx := [4]byte(enc[:4]) == magicCtx
+	if withCtx && (ctx == nil || width == 1) {
+		return nil, fmt.Errorf("%w: coded against a context it was not given", ErrCorrupt)
+	}
+	in := enc[5:]
+	l, k := binary.Uvarint(in)
+	if k <= 0 || rawLen < 0 || l != uint64(rawLen) {
+		return nil, fmt.Errorf("%w: holds %d bytes, want %d", ErrCorrupt, l, rawLen)
+	}
+	in = in[k:]
+	dst = grow(dst, rawLen)
+	n := rawLen / width
+	c := coders.Get().(*coder)
+	defer coders.Put(c)
+	planes := [][]byte{dst[:n]}
+	if width > 1 {
+		planes = c.planesFor(n, width)
+	}
+	for i, plane := range planes {
+		if width > 1 && !withCtx && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
+			// A raw plane is joined straight from enc, never copied.
+			planes[i], in = in[1:1+n:1+n], in[1+n:]
+			continue
+		}
+		if in, err = c.decodePlane(in, plane); err != nil {
+			return nil, err
+		}
+	}
+	if withCtx {
+		c.permute(planes, ctx, width, true)
+	}
+	if width > 1 {
+		join(dst, planes, width)
+	}
+	if len(in) != rawLen-n*width {
+		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
+	}
+	copy(dst[n*width:], in)
+	return dst, nil
+}
+
+// decodePlane fills plane (its length is the plane's) from in and returns
+// the rest of in.
+func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
+	if len(in) < 1 {
+		return nil, ErrCorrupt
+	}
+	mode := in[0]
+	in = in[1:]
+	switch mode {
+	case modeRaw:
+		if len(in) < len(plane) {
+			return nil, ErrCorrupt
+		}
+		copy(plane, in)
+		return in[len(plane):], nil
+	case modeZstd:
+		frame, rest, err := sized(in)
+		if err != nil {
+			return nil, err
+		}
+		_, dec := zstdCoders()
+		got, err := dec.DecodeAll(frame, plane[:0:len(plane)])
+		if err != nil || len(got) != len(plane) {
+			return nil, fmt.Errorf("%w: zstd plane", ErrCorrupt)
+		}
+		if len(got) > 0 && &got[0] != &plane[0] {
+			copy(plane, got)
+		}
+		return rest, nil
+	case modeHuff:
+		for off := 0; off < len(plane); off += blockSize {
+			blk := plane[off:min(off+blockSize, len(plane))]
+			if len(in) < 1 {
+				return nil, ErrCorrupt
+			}
+			kind := in[0]
+			in = in[1:]
+			switch kind {
+			case kindRaw:
+				if len(in) < len(blk) {
+					return nil, ErrCorrupt
+				}
+				copy(blk, in)
+				in = in[len(blk):]
+			case kindRLE:
+				if len(in) < 1 {
+					return nil, ErrCorrupt
+				}
+				for i := range blk {
+					blk[i] = in[0]
+				}
+				in = in[1:]
+			case kindHuff:
+				stream, rest, err := sized(in)
+				if err != nil {
+					return nil, err
+				}
+				in = rest
+				c.huff.MaxDecodedSize = blockSize
+				s, body, err := huff0.ReadTable(stream, &c.huff)
+				if err != nil {
+					return nil, fmt.Errorf("%w: huff0 table: %v", ErrCorrupt, err)
+				}
+				got, err := s.Decoder().Decompress4X(blk[:0:len(blk)], body)
+				if err != nil || len(got) != len(blk) {
+					return nil, fmt.Errorf("%w: huff0 block", ErrCorrupt)
+				}
+			case kindFSE:
+				stream, rest, err := sized(in)
+				if err != nil {
+					return nil, err
+				}
+				in = rest
+				c.fse.DecompressLimit = len(blk)
+				got, err := fse.Decompress(stream, &c.fse)
+				if err != nil || len(got) != len(blk) {
+					return nil, fmt.Errorf("%w: fse block", ErrCorrupt)
+				}
+				copy(blk, got)
+			default:
+				return nil, fmt.Errorf("%w: block kind %d", ErrCorrupt, kind)
+			}
+		}
+		return in, nil
+	}
+	return nil, fmt.Errorf("%w: plane mode %d", ErrCorrupt, mode)
+}
+
+// sized splits a length-prefixed run off in.
+func sized(in []byte) (run, rest []byte, err error) {
+	l, k := binary.Uvarint(in)
+	if k <= 0 || l > uint64(len(in)-k) {
+		return nil, nil, ErrCorrupt
+	}
+	return in[k : k+int(l)], in[k+int(l):], nil
+}
+
+// XOR sets dst (grown as needed) to a XOR base over their common length and
+// to a beyond it, and returns it. Applied twice with the same base it gives
+// a back: it is both the delta and its inverse.
+func XOR(dst, a, base []byte) []byte {
+	dst = grow(dst, len(a))
+	n := subtle.XORBytes(dst, a, base)
+	copy(dst[n:], a[n:])
+	return dst
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,79 @@
+package bytegroup
+
+import "encoding/binary"
+
+// split writes byte p of element i of src to planes[p][i], for the n =
+// len(planes[0]) whole elements of src, in one pass.
+func split(src []byte, planes [][]byte, width int) {
+	n := len(planes[0])
+	switch width {
+	case 2:
+		p0, p1 := planes[0][:n], planes[1][:n]
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			x := binary.LittleEndian.Uint64(src[2*i:])
+			binary.LittleEndian.PutUint32(p0[i:], evenBytes(x))
+			binary.LittleEndian.PutUint32(p1[i:], evenBytes(x>>8))
+		}
+		for ; i < n; i++ {
+			p0[i], p1[i] = src[2*i], src[2*i+1]
+		}
+	case 4:
+		p0, p1, p2, p3 := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n]
+		for i := range n {
+			s := src[4*i : 4*i+4 : 4*i+4]
+			p0[i], p1[i], p2[i], p3[i] = s[0], s[1], s[2], s[3]
+		}
+	default:
+		for i := range n {
+			s := src[i*width : i*width+width]
+			for p, b := range s {
+				planes[p][i] = b
+			}
+		}
+	}
+}
+
+// join is split's inverse.
+func join(dst []byte, planes [][]byte, width int) {
+	n := len(planes[0])
+	switch width {
+	case 2:
+		p0, p1 := planes[0][:n], planes[1][:n]
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			x := spreadBytes(binary.LittleEndian.Uint32(p0[i:])) | spreadBytes(binary.LittleEndian.Uint32(p1[i:]))<<8
+			binary.LittleEndian.PutUint64(dst[2*i:], x)
+		}
+		for ; i < n; i++ {
+			dst[2*i], dst[2*i+1] = p0[i], p1[i]
+		}
+	case 4:
+		p0, p1, p2, p3 := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n]
+		for i := range n {
+			d := dst[4*i : 4*i+4 : 4*i+4]
+			d[0], d[1], d[2], d[3] = p0[i], p1[i], p2[i], p3[i]
+		}
+	default:
+		for i := range n {
+			d := dst[i*width : i*width+width]
+			for p := range d {
+				d[p] = planes[p][i]
+			}
+		}
+	}
+}
+
+// evenBytes packs bytes 0, 2, 4, 6 of x into a uint32.
+func evenBytes(x uint64) uint32 {
+	x &= 0x00ff00ff00ff00ff
+	x = (x | x>>8) & 0x0000ffff0000ffff
+	return uint32(x | x>>16)
+}
+
+// spreadBytes is evenBytes' inverse: byte k of v goes to byte 2k.
+func spreadBytes(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	return (x | x<<8) & 0x00ff00ff00ff00ff
+}
