@@ -243,10 +243,10 @@ func checkTagFree(st *store.Store, opts Options, d objects.Digest) error {
 }
 
 // DefaultName is the ref name an add uses without --name: the base name of
-// the path, without a container extension.
+// the path, without a container extension (codecs.Extensions).
 func DefaultName(path string) string {
 	base := filepath.Base(filepath.Clean(path))
-	for _, ext := range []string{".safetensors", ".gguf", ".onnx", ".tar.gz", ".bin", ".pt", ".pth"} {
+	for _, ext := range codecs.Extensions() {
 		if strings.HasSuffix(strings.ToLower(base), ext) && len(base) > len(ext) {
 			return base[:len(base)-len(ext)]
 		}

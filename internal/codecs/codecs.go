@@ -42,3 +42,26 @@ func Describe() string {
 	}
 	return "this build takes: " + strings.Join(names, ", ")
 }
+
+// Planners names the formats checkout writes.
+func Planners() string {
+	var names []string
+	for _, c := range all {
+		if _, ok := c.(formats.Planner); ok {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Extensions are the file name endings of every codec's containers
+// (formats.Named), which an add's default ref name drops.
+func Extensions() []string {
+	var out []string
+	for _, c := range all {
+		if n, ok := c.(formats.Named); ok {
+			out = append(out, n.Extensions()...)
+		}
+	}
+	return out
+}
