@@ -7,6 +7,7 @@ import (
 
 	"github.com/mstore/mstore/formats/cast"
 	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/names"
 )
 
 var checkoutCommand = &cli.Command{
@@ -64,7 +65,7 @@ var checkoutCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		d, err := st.Resolve(c.Args().Get(0))
+		d, err := names.Resolve(st, c.Args().Get(0))
 		if err != nil {
 			return err
 		}
