@@ -1,6 +1,7 @@
 package names
 
 import (
+	"context"
 	"sort"
 	"time"
 
@@ -12,9 +13,8 @@ import (
 	"github.com/mstore/mstore/store"
 )
 
-// Resolve turns a user's name for a version (a digest or a unique prefix
-// of one, NAME, NAME:TAG or NAME~N; see refs.ParseSpec) into a manifest
-// digest of st.
+// Resolve turns a version name (NAME, NAME:TAG, NAME@DIGEST, DIGEST,
+// NAME~N; see refs.ParseSpec) into a manifest digest of st.
 func Resolve(st *store.Store, name string) (objects.Digest, error) {
 	spec, err := refs.ParseSpec(name)
 	if err != nil {
@@ -142,4 +142,19 @@ func Trim(st *store.Store, names []string, keep int) ([]Trimmed, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Fsck checks the whole store (store.Fsck) with its names: the refs'
+// records, that every name reaches a manifest, and which versions no name
+// reaches.
+func Fsck(ctx context.Context, st *store.Store, opts store.FsckOptions) (*store.FsckReport, error) {
+	opts.Names = refs.Layer{}
+	return st.Fsck(ctx, opts)
+}
+
+// RebuildIndex builds the store's index again (store.RebuildIndex),
+// replaying the journal's ref records.
+func RebuildIndex(ctx context.Context, dir string, opts store.Options, workers int) (*store.RebuildReport, error) {
+	opts.Names = refs.Layer{}
+	return store.RebuildIndex(ctx, dir, opts, workers)
 }
