@@ -12,6 +12,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/formats/zipfile"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/testenv"
 )
@@ -83,11 +84,11 @@ type zipMember struct {
 
 // zipOf writes members as torch.save lays them out.
 func zipOf(members ...zipMember) []byte {
-	w := &zipWriter{}
+	w := &zipfile.Writer{}
 	for _, m := range members {
-		w.addBytes(m.name, m.data)
+		w.AddBytes(m.name, m.data)
 	}
-	f := w.finish("m.pt")
+	f := w.Finish("m.pt")
 	var b []byte
 	for _, e := range f.Extents {
 		b = append(b, e.Bytes...)
