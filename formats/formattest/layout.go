@@ -147,7 +147,7 @@ func Materialize(l *formats.Layout, data [][]byte) (map[string][]byte, error) {
 					if s.At < 0 || s.At > len(e.Bytes)-4 || s.Tensor < 0 || s.Tensor >= len(data) {
 						return nil, fmt.Errorf("%s: frame extent %d has a CRC-32 slot out of range", f.Path, j)
 					}
-					binary.LittleEndian.PutUint32(buf[start+s.At:], crc32.ChecksumIEEE(data[s.Tensor]))
+					binary.LittleEndian.PutUint32(buf[start+s.At:], s.Value(crc32.ChecksumIEEE(data[s.Tensor])))
 				}
 			case formats.TensorData:
 				if e.Tensor < 0 || e.Tensor >= len(data) || e.Size > l.Tensors[e.Tensor].Size-used[e.Tensor] {

@@ -34,8 +34,9 @@ type centralEntry struct {
 	name   string
 	flags  uint16
 	crc    uint32
-	tensor int // CRC slot tensor, or -1 when crc is known
-	size   int64
+	tensor int    // CRC slot tensor, or -1 when crc is known
+	prefix []byte // what the member holds before the tensor (CRC32Slot.Prefix)
+	size   int64  // the member's size
 	header int64
 }
 
@@ -45,9 +46,14 @@ func (w *Writer) u16(v uint16) { w.put(byte(v), byte(v>>8)) }
 func (w *Writer) u32(v uint32) { w.put(binary.LittleEndian.AppendUint32(nil, v)...) }
 func (w *Writer) u64(v uint64) { w.put(binary.LittleEndian.AppendUint64(nil, v)...) }
 
-// slot reserves 4 bytes for the CRC-32 of a tensor.
-func (w *Writer) slot(tensor int) {
-	w.slots = append(w.slots, formats.CRC32Slot{At: len(w.frame), Tensor: tensor})
+// slot reserves 4 bytes for the CRC-32 of a member holding prefix and then
+// a tensor of size bytes.
+func (w *Writer) slot(tensor int, prefix []byte, size int64) {
+	s := formats.CRC32Slot{At: len(w.frame), Tensor: tensor}
+	if len(prefix) > 0 {
+		s.Prefix, s.Size = prefix, size
+	}
+	w.slots = append(w.slots, s)
 	w.put(0, 0, 0, 0)
 }
 
@@ -111,13 +117,13 @@ func (w *Writer) header(name string, size int64) (zip64 bool, flags uint16) {
 }
 
 // descriptor writes the data descriptor after a non-empty member.
-func (w *Writer) descriptor(zip64 bool, crc uint32, tensor int, size int64) {
+func (w *Writer) descriptor(zip64 bool, crc uint32, tensor int, prefix []byte, size int64) {
 	if size == 0 {
 		return
 	}
 	w.u32(sigDescriptor)
 	if tensor >= 0 {
-		w.slot(tensor)
+		w.slot(tensor, prefix, size-int64(len(prefix)))
 	} else {
 		w.u32(crc)
 	}
@@ -136,7 +142,7 @@ func (w *Writer) AddBytes(name string, data []byte) {
 	zip64, flags := w.header(name, int64(len(data)))
 	w.put(data...)
 	crc := crc32.ChecksumIEEE(data)
-	w.descriptor(zip64, crc, -1, int64(len(data)))
+	w.descriptor(zip64, crc, -1, nil, int64(len(data)))
 	w.central = append(w.central, centralEntry{name: name, flags: flags, crc: crc, tensor: -1, size: int64(len(data)), header: at})
 }
 
@@ -147,11 +153,28 @@ func (w *Writer) AddTensor(name string, tensor int, size int64) {
 	w.flush()
 	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
 	w.off += size
-	w.descriptor(zip64, 0, tensor, size)
+	w.descriptor(zip64, 0, tensor, nil, size)
 	e := centralEntry{name: name, flags: flags, tensor: tensor, size: size, header: at}
 	if size == 0 {
 		e.tensor = -1 // the CRC of nothing is 0
 	}
+	w.central = append(w.central, e)
+}
+
+// AddTensorAfter adds a member holding prefix (an .npy header) and then
+// Layout.Tensors[tensor]'s size bytes; its CRC-32 slots cover both.
+func (w *Writer) AddTensorAfter(name string, prefix []byte, tensor int, size int64) {
+	at, total := w.off, int64(len(prefix))+size
+	zip64, flags := w.header(name, total)
+	w.put(prefix...)
+	w.flush()
+	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
+	w.off += size
+	e := centralEntry{name: name, flags: flags, tensor: tensor, prefix: prefix, size: total, header: at}
+	if size == 0 {
+		e.tensor, e.crc = -1, crc32.ChecksumIEEE(prefix) // known: the prefix alone
+	}
+	w.descriptor(zip64, e.crc, e.tensor, prefix, total)
 	w.central = append(w.central, e)
 }
 
@@ -185,7 +208,7 @@ func (w *Writer) Finish(path string) formats.File {
 		w.u16(methodStored)
 		w.u32(0) // time and date
 		if e.tensor >= 0 {
-			w.slot(e.tensor)
+			w.slot(e.tensor, e.prefix, e.size-int64(len(e.prefix)))
 		} else {
 			w.u32(e.crc)
 		}

@@ -150,7 +150,7 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 				if s.At < 0 || s.At > len(b)-4 {
 					return fmt.Errorf("checkout: %s: CRC-32 slot at %d of a %d-byte frame", f.path, s.At, len(b))
 				}
-				binary.LittleEndian.PutUint32(b[s.At:], crcs[s.Tensor])
+				binary.LittleEndian.PutUint32(b[s.At:], s.Value(crcs[s.Tensor]))
 			}
 			err = write(b)
 		case pc.literal != nil:
