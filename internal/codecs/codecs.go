@@ -8,6 +8,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/mpk"
+	"github.com/mstore/mstore/formats/npz"
 	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/formats/pytorch"
 	"github.com/mstore/mstore/formats/safetensors"
@@ -19,7 +20,7 @@ import (
 // files are kept as opaque files. ONNX comes before PyTorch because its
 // external data files (often *.bin) are in its layout, so PyTorch's claim
 // on *.bin does not count there.
-var all = []formats.Codec{safetensors.Codec, gguf.Codec, onnx.Codec, pytorch.Codec, mpk.Codec}
+var all = []formats.Codec{safetensors.Codec, gguf.Codec, onnx.Codec, pytorch.Codec, mpk.Codec, npz.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }
