@@ -2,7 +2,6 @@ package mpk
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
@@ -55,12 +54,6 @@ type Options struct {
 	// ".tar.gz" (checked before anything is read); it names the archive in
 	// errors.
 	Name string
-	// Extract, when set, receives the archive's files while they are read:
-	// each regular file at CLASSDIR/BASENAME (etc/, lib/, share/), created
-	// through the root (so that nothing can land outside it, even through
-	// a link planted in a race), never overwriting anything. If Load fails,
-	// everything it created is removed again.
-	Extract *os.Root
 }
 
 // Archive is what Load found in a valid archive.
