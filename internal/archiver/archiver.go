@@ -328,7 +328,7 @@ func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]f
 	var out []fileWork
 	inLayout := map[string]bool{}
 	for _, f := range l.Files {
-		if err := checkCoverage(f, len(l.Tensors)); err != nil {
+		if err := checkCoverage(f, l.Tensors); err != nil {
 			return nil, err
 		}
 		inLayout[f.Path] = true
@@ -357,11 +357,13 @@ func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]f
 	return out, nil
 }
 
-// checkCoverage makes sure a codec's extents tile the file exactly.
-func checkCoverage(f formats.File, tensors int) error {
+// checkCoverage makes sure a codec's extents tile the file exactly, and
+// that each tensor extent is one whole tensor (formattest.CheckLayout's
+// rule too).
+func checkCoverage(f formats.File, tensors []formats.Tensor) error {
 	var off int64
 	for _, e := range f.Extents {
-		if e.Offset != off || e.Size < 0 || e.Kind == formats.TensorData && (e.Tensor < 0 || e.Tensor >= tensors) {
+		if e.Offset != off || e.Size < 0 || e.Kind == formats.TensorData && (e.Tensor < 0 || e.Tensor >= len(tensors) || e.Size != tensors[e.Tensor].Size) {
 			return fmt.Errorf("add: codec layout of %s is inconsistent at byte %d", f.Path, off)
 		}
 		off += e.Size
