@@ -180,7 +180,7 @@ func materialize(t testing.TB, l *formats.Layout, tensors []formats.Tensor) map[
 	t.Helper()
 	data := make([][]byte, len(l.Tensors))
 	for i, tn := range l.Tensors {
-		data[i] = content(tn.Name, tn.Size)
+		data[i] = formattest.Content(tn.Name, tn.Size)
 	}
 	files, err := formattest.Materialize(l, data)
 	if err != nil {
