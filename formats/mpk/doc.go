@@ -46,7 +46,8 @@
 //   - size_limit_exceeded: the limits below, and JSON nested deeper than
 //     max_json_depth.
 //
-// Limits (formats.Limits; a zero field takes the default):
+// Limits (add's flags, which the codec declares: LimitFlags; a flag not
+// given takes the default):
 //
 //	max_archive_bytes  16 GiB  the archive file, and the tar stream it decompresses to
 //	max_entries        10000   tar entries, directories included

@@ -51,7 +51,7 @@ func (l *fixtureLimits) formats() formats.Limits {
 	if l == nil {
 		return formats.Limits{}
 	}
-	return formats.Limits{MaxArchiveBytes: l.MaxArchiveBytes, MaxEntries: l.MaxEntries, MaxEntryBytes: l.MaxEntryBytes, MaxJSONDepth: l.MaxJSONDepth}
+	return mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: l.MaxArchiveBytes, MaxEntries: l.MaxEntries, MaxEntryBytes: l.MaxEntryBytes, MaxJSONDepth: l.MaxJSONDepth})
 }
 
 // writeFixtures writes every fixture into dir and returns the encoded

@@ -28,8 +28,7 @@ func FuzzLoad(f *testing.F) {
 			f.Add(fx.bytes, true)
 		}
 	}
-	limits := mpk.Options{}.Limits
-	limits.MaxArchiveBytes, limits.MaxEntries, limits.MaxJSONDepth = 1<<20, 64, 16
+	limits := mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: 1 << 20, MaxEntries: 64, MaxJSONDepth: 16})
 
 	f.Fuzz(func(t *testing.T, data []byte, gz bool) {
 		archiveBytes := data

@@ -62,7 +62,7 @@ func (c *counter) Read(p []byte) (int, error) {
 }
 
 type loader struct {
-	lim    formats.Limits
+	lim    Bounds
 	name   string
 	comp   *counter // the compressed file
 	dec    *counter // the tar stream

@@ -93,12 +93,12 @@ func TestGzipBombsStopAtTheLimit(t *testing.T) {
 		limits formats.Limits
 		parts  []bombPart
 	}{
-		{"one member over max_archive_bytes", formats.Limits{MaxArchiveBytes: limit},
+		{"one member over max_archive_bytes", mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: limit}),
 			[]bombPart{{bytes: validTarEntries()}, {bytes: header("model/bomb.so", bomb)}, {zeros: bomb}}},
-		{"a member declared over max_entry_bytes", formats.Limits{MaxEntryBytes: limit},
+		{"a member declared over max_entry_bytes", mpk.LimitsOf(mpk.Bounds{MaxEntryBytes: limit}),
 			[]bombPart{{bytes: validTarEntries()}, {bytes: header("model/bomb.so", bomb)}, {zeros: bomb}}},
-		{"many members over max_archive_bytes", formats.Limits{MaxArchiveBytes: limit}, many},
-		{"zeros after the end marker", formats.Limits{MaxArchiveBytes: limit},
+		{"many members over max_archive_bytes", mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: limit}), many},
+		{"zeros after the end marker", mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: limit}),
 			[]bombPart{{bytes: validTarEntries()}, {zeros: bomb}}},
 	}
 	for _, tc := range cases {
@@ -139,23 +139,23 @@ func TestLimitsAreInclusive(t *testing.T) {
 	for _, m := range a.Members {
 		largest = max(largest, m.Size)
 	}
-	exact := []formats.Limits{
+	exact := []mpk.Bounds{
 		{MaxArchiveBytes: a.TarSize},
 		{MaxEntries: int64(len(validEntries()))},
 		{MaxEntryBytes: largest},
 		{MaxJSONDepth: 6}, // the pipeline: object, pipelines, pipeline, sequence, stage, input
 	}
-	under := []formats.Limits{
+	under := []mpk.Bounds{
 		{MaxArchiveBytes: a.TarSize - 1},
 		{MaxEntries: int64(len(validEntries())) - 1},
 		{MaxEntryBytes: largest - 1},
 		{MaxJSONDepth: 5},
 	}
 	for i := range exact {
-		if _, err := mpk.Load(bytes.NewReader(data), mpk.Options{Limits: exact[i]}); err != nil {
+		if _, err := mpk.Load(bytes.NewReader(data), mpk.Options{Limits: mpk.LimitsOf(exact[i])}); err != nil {
 			t.Errorf("limits %+v: %v", exact[i], err)
 		}
-		if _, err := mpk.Load(bytes.NewReader(data), mpk.Options{Limits: under[i]}); errs.ClassOf(err) != errs.SizeLimitExceeded {
+		if _, err := mpk.Load(bytes.NewReader(data), mpk.Options{Limits: mpk.LimitsOf(under[i])}); errs.ClassOf(err) != errs.SizeLimitExceeded {
 			t.Errorf("limits %+v: %v, want size_limit_exceeded", under[i], err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestLimitsAreInclusive(t *testing.T) {
 		got.MaxEntryBytes != mpk.DefaultMaxEntryBytes || got.MaxJSONDepth != mpk.DefaultMaxJSONDepth {
 		t.Errorf("defaults: %+v", got)
 	}
-	if got := mpk.Limits(formats.Limits{MaxJSONDepth: 1 << 30}); got.MaxJSONDepth != mpk.MaxJSONDepthCap {
+	if got := mpk.Limits(mpk.LimitsOf(mpk.Bounds{MaxJSONDepth: 1 << 30})); got.MaxJSONDepth != mpk.MaxJSONDepthCap {
 		t.Errorf("max_json_depth %d, want it capped at %d", got.MaxJSONDepth, mpk.MaxJSONDepthCap)
 	}
 }

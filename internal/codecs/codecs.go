@@ -66,3 +66,15 @@ func Extensions() []string {
 	}
 	return out
 }
+
+// LimitFlags are the add flags of every codec's own limits
+// (formats.LimitDeclarer).
+func LimitFlags() []formats.LimitFlag {
+	var out []formats.LimitFlag
+	for _, c := range all {
+		if d, ok := c.(formats.LimitDeclarer); ok {
+			out = append(out, d.LimitFlags()...)
+		}
+	}
+	return out
+}

@@ -24,7 +24,7 @@ var claims = map[string][]string{
 	"onnx":        {"Limited", "Planner", "Exporter", "Named", "Describer"},
 	"pytorch":     {"Limited", "Planner", "Expander", "Named", "Describer", "Differ"},
 	"npz":         {"Limited", "Planner", "Exporter", "Expander", "Named"},
-	"mpk":         {"Limited", "Planner", "Exporter", "Named", "Encoder", "Decoder", "DirClaimer", "Describer", "Differ"},
+	"mpk":         {"Limited", "Planner", "Exporter", "Named", "Encoder", "Decoder", "DirClaimer", "Describer", "Differ", "LimitDeclarer"},
 }
 
 func implements(c formats.Codec) []string {
@@ -36,7 +36,7 @@ func implements(c formats.Codec) []string {
 		{"Limited", is[formats.Limited](c)}, {"Planner", is[formats.Planner](c)}, {"Exporter", is[formats.Exporter](c)},
 		{"MetaKeeper", is[formats.MetaKeeper](c)}, {"Named", is[formats.Named](c)}, {"Expander", is[formats.Expander](c)},
 		{"Encoder", is[formats.Encoder](c)}, {"Decoder", is[formats.Decoder](c)}, {"DirClaimer", is[formats.DirClaimer](c)},
-		{"Describer", is[formats.Describer](c)}, {"Differ", is[formats.Differ](c)},
+		{"Describer", is[formats.Describer](c)}, {"Differ", is[formats.Differ](c)}, {"LimitDeclarer", is[formats.LimitDeclarer](c)},
 	} {
 		if x.ok {
 			out = append(out, x.name)
