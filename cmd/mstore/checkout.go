@@ -5,7 +5,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/formats/cast"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/names"
 )
@@ -48,9 +47,6 @@ var checkoutCommand = &cli.Command{
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
 		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
 		opts.DropNonTensors, opts.Extract = c.Bool("drop-non-tensors"), c.Bool("extract")
-		if _, ok := cast.Targets[strings.ToLower(opts.DType)]; opts.DType != "" && !ok {
-			return usageError("--dtype %q: want f16, bf16 or f32", opts.DType)
-		}
 		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
 			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
 		}
