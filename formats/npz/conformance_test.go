@@ -35,5 +35,6 @@ np.savez('mixed.npz', a=a, b=np.array([True, False]), s=np.array(['xy', 'z']), t
 	}
 	samples = append(samples, formattest.Sample{Name: "planned", Files: gen},
 		formattest.Sample{Name: "npy-beside-npz", Files: map[string][]byte{"sub/c.npy": all["c.npy"], "model.npz": gen["model.npz"]}})
-	formattest.Suite{Codec: npz.Codec, Samples: samples, Replan: replan}.Run(t)
+	// Bounded mutations: seven small samples, each file a few hundred bytes.
+	formattest.Suite{Codec: npz.Codec, Samples: samples, Replan: replan, MaxTruncations: 256, MaxBitFlips: 1024}.Run(t)
 }
