@@ -1,5 +1,9 @@
-// Package codecs lists the container formats this build knows, so that add
-// can find a model's format and checkout can find a writer.
+// Package codecs is the one registry of the container formats this build
+// knows: a typed list, in add's order of preference. Add finds a model's
+// format here, checkout its planner, show and diff a format's details, the
+// CLI the codecs' own limit flags; each through the optional interfaces of
+// package formats, which the registry's test checks every codec implements
+// as it claims. A new format is a folder under formats/ and one entry here.
 package codecs
 
 import (
