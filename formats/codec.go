@@ -16,17 +16,32 @@ type Codec interface {
 	Parse(dir Dir, paths []string) (*Layout, error)
 }
 
-// Limits are the bounds a user can set on add (--max-archive-bytes, …). A
-// zero field means the codec's documented default.
+// Limits are the bounds a user can set on add. MaxParseMemory is every
+// codec's; the others are the codecs' own (LimitFlags), by flag name.
 type Limits struct {
-	MaxArchiveBytes int64
-	MaxEntries      int64
-	MaxEntryBytes   int64
-	MaxJSONDepth    int
 	// MaxParseMemory caps the parse budget of every codec (Budget): what
 	// a parse may build from the metadata it reads. Zero means
 	// DefaultMaxParseMemory.
 	MaxParseMemory int64
+	// Codec holds the values the user gave the limit flags that codecs
+	// declare (LimitFlag.Name → value); a flag left out is absent, and the
+	// codec's default holds.
+	Codec map[string]int64
+}
+
+// LimitFlag is an add flag that bounds what one codec accepts (MPK's
+// --max-archive-bytes). The CLI makes a flag of each; its value reaches the
+// codec in Limits.Codec under Name.
+type LimitFlag struct {
+	Name  string // without "--"
+	Usage string
+	Size  bool // a byte size (5GB, 500MiB), else a positive integer
+}
+
+// LimitDeclarer is a codec with limits of its own.
+type LimitDeclarer interface {
+	Codec
+	LimitFlags() []LimitFlag
 }
 
 // Limited is a codec that takes limits; the archiver hands it the user's.

@@ -8,6 +8,16 @@
 // planned layout to disk, filling tensor extents from the store, then parses
 // the result again with the same codec to check it.
 //
+// Beyond Parse, a codec owns the rest of its format's behaviour through
+// optional interfaces (checkout.go, details.go): PlanCheckout lays tensors
+// out for checkout, Honours names the layout options it takes (checkout
+// refuses the others), Export says what a conversion out of it carries or
+// loses, Expand lists the tensors users see when they are not the stored
+// ones, Encoding writes a stored compressed file back, Describe and Diff
+// give show and diff their format's details as data, LimitFlags declare
+// add's flags for its own bounds. The program finds them at one typed
+// registry, internal/codecs, never through maps keyed by format names.
+//
 // Codecs know nothing about the store; they only read files through Dir.
 //
 // Every length and count a codec reads is bounded before it allocates, and

@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"hash/crc32"
 	"io"
 )
 
@@ -53,10 +54,73 @@ type Extent struct {
 }
 
 // CRC32Slot is 4 bytes of a planned frame, at At in its Bytes, that hold
-// the little-endian CRC-32 of Layout.Tensors[Tensor].
+// the little-endian CRC-32 of Layout.Tensors[Tensor], or, when Prefix is
+// set, of Prefix followed by the tensor's Size bytes (a zip member whose
+// data is a header and then the tensor: an .npy in an .npz). Fill it with
+// Value.
 type CRC32Slot struct {
 	At     int
 	Tensor int
+	Prefix []byte
+	Size   int64 // the tensor's size, with Prefix
+}
+
+// Value is the slot's CRC-32, given the CRC-32 of the tensor's bytes.
+func (s CRC32Slot) Value(tensorCRC uint32) uint32 {
+	if len(s.Prefix) == 0 {
+		return tensorCRC
+	}
+	return CRC32Combine(crc32.ChecksumIEEE(s.Prefix), tensorCRC, s.Size)
+}
+
+// CRC32Combine is the CRC-32 (IEEE) of A followed by B, from the CRC-32s
+// of A and of B and B's length (zlib's crc32_combine: multiply crcA by
+// x^(8·lenB) modulo the polynomial, in GF(2), then add crcB).
+func CRC32Combine(crcA, crcB uint32, lenB int64) uint32 {
+	if lenB <= 0 {
+		return crcA
+	}
+	var even, odd [32]uint32
+	odd[0] = 0xedb88320 // the reversed polynomial: the operator of one zero bit
+	row := uint32(1)
+	for i := 1; i < 32; i++ {
+		odd[i] = row
+		row <<= 1
+	}
+	square := func(dst, src *[32]uint32) {
+		for i := range 32 {
+			dst[i] = gf2Times(src, src[i])
+		}
+	}
+	square(&even, &odd) // two zero bits
+	square(&odd, &even) // four
+	for {
+		square(&even, &odd) // apply a zero byte's operator power by power
+		if lenB&1 != 0 {
+			crcA = gf2Times(&even, crcA)
+		}
+		if lenB >>= 1; lenB == 0 {
+			break
+		}
+		square(&odd, &even)
+		if lenB&1 != 0 {
+			crcA = gf2Times(&odd, crcA)
+		}
+		if lenB >>= 1; lenB == 0 {
+			break
+		}
+	}
+	return crcA ^ crcB
+}
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
 }
 
 // Tensor is one tensor of a layout.

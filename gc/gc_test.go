@@ -13,6 +13,7 @@ import (
 
 	"github.com/mstore/mstore/gc"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
@@ -307,7 +308,7 @@ func TestGCStopsAtACorruptLiveBlob(t *testing.T) {
 	if after := files(t, f.st); !slices.Equal(before, after) {
 		t.Fatalf("files changed: %v → %v", before, after)
 	}
-	if r, _ := f.st.Fsck(context.Background(), store.FsckOptions{}); r.OK {
+	if r, _ := names.Fsck(context.Background(), f.st, store.FsckOptions{}); r.OK {
 		t.Fatal("fsck does not see the damage")
 	}
 }
@@ -318,7 +319,7 @@ func TestGCStopsAtACorruptLiveBlob(t *testing.T) {
 func TestGCReportsMissingLiveBlobs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d, err := f.st.Resolve("m")
+	d, err := names.Resolve(f.st, "m")
 	if err != nil {
 		t.Fatal(err)
 	}

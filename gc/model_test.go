@@ -19,6 +19,7 @@ import (
 	"github.com/mstore/mstore/gc"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
@@ -62,7 +63,7 @@ func TestStoreAgainstModel(t *testing.T) {
 		storetest.Variant(t, root, "v3", 3),
 	}
 	digests := make([]objects.Digest, len(variants))
-	names := []string{"a", "b/c"}
+	refNames := []string{"a", "b/c"}
 	tagNames := []string{"t1", "t2"}
 	run := 0
 
@@ -98,7 +99,7 @@ func TestStoreAgainstModel(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"add": func(rt *rapid.T) {
 				v := rapid.IntRange(0, len(variants)-1).Draw(rt, "variant")
-				name := rapid.SampledFrom(names).Draw(rt, "name")
+				name := rapid.SampledFrom(refNames).Draw(rt, "name")
 				tag := rapid.SampledFrom(append([]string{""}, tagNames...)).Draw(rt, "tag")
 				res, err := archiver.Add(context.Background(), st, variants[v].Dir, archiver.Options{Name: name, Tag: tag})
 				if tag != "" && !tagFree(name+":"+tag, v) {
@@ -120,7 +121,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				m.present[v] = true
 			},
 			"tag": func(rt *rapid.T) {
-				name := rapid.SampledFrom(names).Draw(rt, "name")
+				name := rapid.SampledFrom(refNames).Draw(rt, "name")
 				h := m.history[name]
 				if len(h) == 0 {
 					rt.Skip("no ref to tag") // choice: rapid discards this drawn action
@@ -141,7 +142,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				setTag(k, v)
 			},
 			"rm ref": func(rt *rapid.T) {
-				name := rapid.SampledFrom(names).Draw(rt, "name")
+				name := rapid.SampledFrom(refNames).Draw(rt, "name")
 				err := st.Update(func(tx *bolt.Tx) error { return refs.RemoveRef(tx, name) })
 				if _, ok := m.history[name]; !ok {
 					wantErr(err, errs.NotFound, "rm of a missing ref")
@@ -151,7 +152,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				delete(m.history, name)
 			},
 			"rm tag": func(rt *rapid.T) {
-				k := rapid.SampledFrom(names).Draw(rt, "name") + ":" + rapid.SampledFrom(tagNames).Draw(rt, "tag")
+				k := rapid.SampledFrom(refNames).Draw(rt, "name") + ":" + rapid.SampledFrom(tagNames).Draw(rt, "tag")
 				n, t, _ := cut(k)
 				err := st.Update(func(tx *bolt.Tx) error { return refs.RemoveTag(tx, n, t) })
 				v, ok := m.tags[k]
@@ -164,7 +165,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				m.retired[k] = v
 			},
 			"trim": func(rt *rapid.T) {
-				name := rapid.SampledFrom(names).Draw(rt, "name")
+				name := rapid.SampledFrom(refNames).Draw(rt, "name")
 				keep := rapid.IntRange(1, 3).Draw(rt, "keep")
 				err := st.Update(func(tx *bolt.Tx) error {
 					_, err := refs.TrimHistory(tx, name, keep)
@@ -220,7 +221,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				}
 				slices.Sort(specs)
 				s := rapid.SampledFrom(specs).Draw(rt, "spec")
-				d, err := st.Resolve(s)
+				d, err := names.Resolve(st, s)
 				wantErr(err, 0, "resolve "+s)
 				got, err := storetest.Checkout(st, d)
 				wantErr(err, 0, "checkout "+s)
@@ -229,7 +230,7 @@ func TestStoreAgainstModel(t *testing.T) {
 				}
 			},
 			"": func(rt *rapid.T) {
-				r, err := st.Fsck(context.Background(), store.FsckOptions{})
+				r, err := names.Fsck(context.Background(), st, store.FsckOptions{})
 				if err != nil || !r.OK {
 					rt.Fatalf("fsck: %v, missing %+v, corrupt %+v", err, r.Missing, r.Corrupt)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/mstore/mstore/gc"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/repack"
@@ -167,7 +168,7 @@ func TestRepackCodesAndFindsDeltaBases(t *testing.T) {
 	if err := os.Remove(filepath.Join(st.Dir(), "index.db")); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := store.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 1)
+	rep, err := names.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 1)
 	if err != nil || !rep.OK {
 		t.Fatalf("rebuild: %+v %v", rep, err)
 	}
@@ -309,7 +310,7 @@ func TestDeltaBaseHint(t *testing.T) {
 	if err := os.Remove(filepath.Join(st.Dir(), "index.db")); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := store.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 1); err != nil || !rep.OK {
+	if rep, err := names.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 1); err != nil || !rep.OK {
 		t.Fatalf("rebuild: %+v %v", rep, err)
 	}
 	var hints map[objects.Digest]objects.Digest

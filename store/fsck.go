@@ -13,7 +13,6 @@ import (
 
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // FsckOptions say how fsck runs.
@@ -26,6 +25,11 @@ type FsckOptions struct {
 	// LockWait bounds the wait for the store's lock; zero means the store's
 	// LockTimeout.
 	LockWait time.Duration
+	// Names is the layer of names (package names gives refs'): fsck checks
+	// its records and that every name reaches a manifest, and calls a
+	// version no name reaches unreferenced. Without it, names are not
+	// checked and nothing is called unreferenced.
+	Names Names
 }
 
 // Finding is one thing fsck reports.
@@ -92,6 +96,7 @@ type fsckState struct {
 	needs     map[objects.Digest][]need // by manifest, for manifests that decode
 	reachable map[objects.Digest]bool
 	names     map[objects.Digest][]string // the names that reach each version
+	layer     Names
 	// unreadable: named versions whose manifest does not decode; what
 	// they need is unknown, so no blob is called unreferenced.
 	unreadable []objects.Digest
@@ -114,7 +119,7 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	defer lock.Unlock()
 
 	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}, Warnings: []string{}}
-	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}}
+	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}, layer: opts.Names}
 	if err := s.checkedView(func(tx *bolt.Tx, canCheck bool) error { return s.checkIndex(tx, canCheck, r, st) }); err != nil {
 		return nil, err
 	}
@@ -195,16 +200,24 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	if err != nil {
 		return err
 	}
-	if err := refs.Check(tx); err != nil {
+	if st.layer == nil {
+		r.Warnings = append(r.Warnings, "names (refs, tags) were not checked")
+		st.reachable = map[objects.Digest]bool{}
+		for d := range st.needs {
+			st.reachable[d] = true
+		}
+		return nil
+	}
+	if err := st.layer.Check(tx); err != nil {
 		corrupt("refs", "", "%v", err)
 	}
-	s.checkNames(tx, r, st)
+	s.checkNames(tx, st.layer, r, st)
 	return nil
 }
 
 // checkNames checks that every ref, every entry of its history and every
 // tag names a manifest the store has.
-func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
+func (s *Store) checkNames(tx *bolt.Tx, names Names, r *FsckReport, st *fsckState) {
 	corrupt := func(err error) { r.Corrupt = append(r.Corrupt, Finding{Kind: "refs", Detail: err.Error()}) }
 	has := ManifestIndex{Tx: tx}
 	missing := func(kind, name string, d objects.Digest, what string) {
@@ -212,36 +225,19 @@ func (s *Store) checkNames(tx *bolt.Tx, r *FsckReport, st *fsckState) {
 			r.Missing = append(r.Missing, Finding{Kind: "manifest", ID: d.String(), Detail: fmt.Sprintf("%s %s names it (%s)", kind, name, what)})
 		}
 	}
-	list, err := refs.List(tx)
-	if err != nil {
+	refCount, tagCount, problems := names.EachName(tx, func(kind, name string, d objects.Digest, what string) {
+		st.names[d] = append(st.names[d], name)
+		if kind == "ref" {
+			name, _, _ = strings.Cut(name, "~")
+		}
+		missing(kind, name, d, what)
+	})
+	r.Refs, r.Tags = refCount, tagCount
+	for _, err := range problems {
 		corrupt(err)
 	}
-	for _, ref := range list {
-		r.Refs++
-		st.names[ref.Current] = append(st.names[ref.Current], ref.Name)
-		missing("ref", ref.Name, ref.Current, "its current version")
-		hist, err := refs.History(tx, ref.Name)
-		if err != nil {
-			corrupt(err)
-			continue
-		}
-		for i, e := range hist {
-			if i > 0 { // the newest entry is the current version, checked above
-				missing("ref", ref.Name, e.Digest, fmt.Sprintf("%s~%d", ref.Name, i))
-				st.names[e.Digest] = append(st.names[e.Digest], fmt.Sprintf("%s~%d", ref.Name, i))
-			}
-		}
-	}
-	tags, err := refs.Tags(tx)
-	if err != nil {
-		corrupt(err)
-	}
-	for _, t := range tags {
-		r.Tags++
-		st.names[t.Digest] = append(st.names[t.Digest], t.String())
-		missing("tag", t.Name+":"+t.Tag, t.Digest, "a tag")
-	}
-	st.reachable, err = refs.Referenced(tx)
+	var err error
+	st.reachable, err = names.Referenced(tx)
 	if err != nil {
 		corrupt(err)
 		// Without the names, call nothing unreferenced.

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
@@ -193,7 +194,7 @@ func TestFsckFindsDamage(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			want := tc.damage(t, f)
-			r, err := f.st.Fsck(t.Context(), store.FsckOptions{})
+			r, err := names.Fsck(t.Context(), f.st, store.FsckOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/store"
 	"github.com/mstore/mstore/store/storetest"
 )
@@ -63,7 +64,7 @@ func TestAddSurvivesEveryIOError(t *testing.T) {
 						t.Errorf("leftover %+v", l)
 					}
 				}
-				if _, err := st.Resolve("second"); err == nil {
+				if _, err := names.Resolve(st, "second"); err == nil {
 					t.Fatal("the failed add moved its ref")
 				}
 				storetest.RequireCheckout(t, st, "first", first)

@@ -10,7 +10,6 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // PutManifest records a manifest's canonical bytes under their digest. The
@@ -91,21 +90,6 @@ func RemoveManifest(tx *bolt.Tx, d objects.Digest) error {
 // none. It checks nothing: fsck does.
 func ManifestBytes(tx *bolt.Tx, d objects.Digest) []byte {
 	return bytes.Clone(tx.Bucket(bucketManifests).Get(d[:]))
-}
-
-// Resolve turns a version name (NAME, NAME:TAG, NAME@DIGEST, DIGEST,
-// NAME~N; see refs.ParseSpec) into a manifest digest of this store.
-func (s *Store) Resolve(name string) (objects.Digest, error) {
-	spec, err := refs.ParseSpec(name)
-	if err != nil {
-		return objects.Digest{}, err
-	}
-	var d objects.Digest
-	err = s.View(func(tx *bolt.Tx) error {
-		d, err = refs.Resolve(tx, spec, ManifestIndex{Tx: tx})
-		return err
-	})
-	return d, err
 }
 
 // WriteManifestBlob makes the blob copy of manifest d durable (the copy

@@ -20,7 +20,6 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // RebuildReport is what RebuildIndex found and did.
@@ -49,6 +48,9 @@ type RebuildReport struct {
 // store's lock exclusive, so no add or gc runs meanwhile.
 func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*RebuildReport, error) {
 	start := time.Now()
+	if opts.Names == nil { // without it the refs would be lost
+		return nil, fmt.Errorf("store: rebuild: no names layer to replay the journal's refs into (use names.RebuildIndex)")
+	}
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = 30 * time.Second
 	}
@@ -119,28 +121,19 @@ func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*
 				return err
 			}
 		}
-		replay(tx, log, problem)
+		opts.Names.Replay(tx, log, problem)
+		replayStore(tx, log, problem)
 		if err := tx.Bucket(bucketMeta).Put(keyJournalSeq, u64(log.LastSeq())); err != nil {
 			return err
 		}
-		list, err := refs.List(tx)
-		if err != nil {
-			return err
-		}
-		tags, err := refs.Tags(tx)
-		if err != nil {
-			return err
-		}
-		r.Refs, r.Tags = len(list), len(tags)
-		for _, ref := range list {
-			if _, ok := manifests[ref.Current]; !ok {
-				problem("ref %s names version %s, whose manifest could not be recovered", ref.Name, ref.Current.Short())
+		var problems []error
+		r.Refs, r.Tags, problems = opts.Names.EachName(tx, func(kind, name string, d objects.Digest, what string) {
+			if _, ok := manifests[d]; !ok && !strings.Contains(name, "~") {
+				problem("%s %s names version %s, whose manifest could not be recovered", kind, name, d.Short())
 			}
-		}
-		for _, t := range tags {
-			if _, ok := manifests[t.Digest]; !ok {
-				problem("tag %s names version %s, whose manifest could not be recovered", t, t.Digest.Short())
-			}
+		})
+		if len(problems) > 0 {
+			return problems[0]
 		}
 		_, err = journal.Drain(tx) // what the replay noted is in the journal already
 		return err
@@ -200,7 +193,7 @@ func layout(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	return refs.Init(tx)
+	return nil
 }
 
 // installIndex moves the old index aside and the new one into place.
@@ -449,32 +442,16 @@ func (s *Store) recoverManifests(log *journal.Log, recs map[objects.Digest]BlobR
 	return out
 }
 
-// replay applies the journal's ref moves, tags, trims and removals in order,
-// through the same functions that made them, so that histories keep their
-// sequence numbers and times.
-func replay(tx *bolt.Tx, log *journal.Log, problem func(string, ...any)) {
+// replayStore applies the journal's records of the store's own (the delta
+// bases of `add --base`); the names' records are the Names layer's.
+func replayStore(tx *bolt.Tx, log *journal.Log, problem func(string, ...any)) {
 	for _, b := range log.Batches {
 		for _, rec := range b.Records {
-			var err error
-			switch rec.Op {
-			case journal.OpMove:
-				var at time.Time
-				if at, err = time.Parse(time.RFC3339Nano, rec.Time); err == nil {
-					_, err = refs.Move(tx, rec.Name, rec.Digest, rec.Msg, at)
-				}
-			case journal.OpTag:
-				_, err = refs.Tag(tx, rec.Name, rec.Tag, rec.Digest)
-			case journal.OpUntag:
-				err = refs.RemoveTag(tx, rec.Name, rec.Tag)
-			case journal.OpRemoveRef:
-				err = refs.RemoveRef(tx, rec.Name)
-			case journal.OpTrim:
-				_, err = refs.TrimHistory(tx, rec.Name, rec.Keep)
-			case journal.OpBase:
-				err = putDeltaBase(tx, rec.Digest, rec.Base)
+			if rec.Op != journal.OpBase {
+				continue
 			}
-			if err != nil {
-				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, rec.Name, err)
+			if err := putDeltaBase(tx, rec.Digest, rec.Base); err != nil {
+				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, rec.Digest.Short(), err)
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mstore/mstore/gc"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
@@ -131,7 +132,7 @@ func TestRebuildIndex(t *testing.T) {
 			if _, err := store.Open(st.Dir(), true, store.Options{}); !errors.Is(err, errs.IntegrityError) {
 				t.Fatalf("open of a %s index: %v, want integrity_error", name, err)
 			}
-			rep, err := store.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 2)
+			rep, err := names.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +166,7 @@ func TestRebuildIndex(t *testing.T) {
 			}
 			// The store goes on: an add after the rebuild journals on.
 			storetest.Add(t, st, v3, "again")
-			if rep, err := store.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 2); err != nil || !rep.OK || rep.Refs != 3 {
+			if rep, err := names.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 2); err != nil || !rep.OK || rep.Refs != 3 {
 				t.Fatalf("second rebuild: %+v, %v", rep, err)
 			}
 		})
@@ -230,11 +231,14 @@ func TestDamagedIndexNeverCrashes(t *testing.T) {
 			}
 			ops := map[string]func() error{
 				"open":    func() error { _, err := store.Open(st.Dir(), false, store.Options{}); return err },
-				"resolve": func() error { _, err := st.Resolve("m"); return err },
+				"resolve": func() error { _, err := names.Resolve(st, "m"); return err },
 				"known":   func() error { _, err := st.KnownBlobs(); return err },
 				"usage":   func() error { _, err := st.Usage(); return err },
-				"fsck":    func() error { r, err := st.Fsck(context.Background(), store.FsckOptions{}); return fsckErr(r, err) },
-				"gc":      func() error { _, _, err := gc.Run(context.Background(), st, gc.Options{DryRun: true}); return err },
+				"fsck": func() error {
+					r, err := names.Fsck(context.Background(), st, store.FsckOptions{})
+					return fsckErr(r, err)
+				},
+				"gc": func() error { _, _, err := gc.Run(context.Background(), st, gc.Options{DryRun: true}); return err },
 				"tag": func() error {
 					return st.Update(func(tx *bolt.Tx) error { _, err := refs.Tag(tx, "m", "t", objects.Sum(nil)); return err })
 				},

@@ -16,7 +16,6 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // FormatVersion is the store layout this build reads and writes.
@@ -48,6 +47,9 @@ type Options struct {
 	// FS is the file system the write path uses; nil means the real one.
 	// Tests inject faults with it.
 	FS FS
+	// Names is the layer of names RebuildIndex replays the journal's ref
+	// records into (package names gives refs'); RebuildIndex requires it.
+	Names Names
 }
 
 // Store is an open store directory.
@@ -131,7 +133,7 @@ func (s *Store) create() error {
 				return err
 			}
 		}
-		return refs.Init(tx)
+		return nil // the refs make their buckets when first written
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

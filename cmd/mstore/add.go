@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 )
 
@@ -13,17 +14,13 @@ var addCommand = &cli.Command{
 	Name:      "add",
 	Usage:     "store a model (a file or a model directory) as a new version of a ref",
 	ArgsUsage: "PATH",
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
 		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
-		&cli.StringFlag{Name: "max-archive-bytes", Usage: "MPK: refuse an archive larger than this, compressed or decompressed (default 16GiB)"},
-		&cli.Int64Flag{Name: "max-entries", Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
-		&cli.StringFlag{Name: "max-entry-bytes", Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
-		&cli.IntFlag{Name: "max-json-depth", Usage: "MPK: refuse JSON nested deeper than this (default 64)"},
 		parseMemoryFlag,
-	},
+	}, codecLimitFlags()...),
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
 		if err != nil {
@@ -42,7 +39,7 @@ var addCommand = &cli.Command{
 		}
 		var base objects.Digest
 		if ref := c.String("base"); ref != "" {
-			if base, err = st.Resolve(ref); err != nil {
+			if base, err = names.Resolve(st, ref); err != nil {
 				return err
 			}
 		}

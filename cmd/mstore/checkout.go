@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/names"
 )
 
 var checkoutCommand = &cli.Command{
@@ -45,10 +46,7 @@ var checkoutCommand = &cli.Command{
 		}
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
 		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
-		opts.DropNonTensors = c.Bool("drop-non-tensors")
-		if _, ok := restorer.CastTargets[strings.ToLower(opts.DType)]; opts.DType != "" && !ok {
-			return usageError("--dtype %q: want f16, bf16 or f32", opts.DType)
-		}
+		opts.DropNonTensors, opts.Extract = c.Bool("drop-non-tensors"), c.Bool("extract")
 		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
 			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
 		}
@@ -59,17 +57,11 @@ var checkoutCommand = &cli.Command{
 				}
 			}
 		}
-		if c.Bool("extract") {
-			if opts.Format != "" && opts.Format != "mpk" {
-				return usageError("--extract writes an MPK archive's tree; it does not go with --format %s", opts.Format)
-			}
-			opts.Format, opts.Extract = "mpk", true
-		}
 		st, err := e.open(false)
 		if err != nil {
 			return err
 		}
-		d, err := st.Resolve(c.Args().Get(0))
+		d, err := names.Resolve(st, c.Args().Get(0))
 		if err != nil {
 			return err
 		}
@@ -91,10 +83,10 @@ var checkoutCommand = &cli.Command{
 			how = "re-laid-out, parsed again and verified"
 		}
 		switch {
-		case opts.Extract:
-			how = "extracted, every file checked against its member"
-		case res.Format == "mpk" && !res.Relayout:
-			how = "the tar stream byte-identical to what was added, gzipped canonically"
+		case res.Tree:
+			how = "extracted as a tree, every file checked against its stored digest"
+		case res.Encoded && !res.Relayout:
+			how = "byte-identical to what was added, encoded canonically"
 		}
 		e.printf("%s → %s: %d files, %s, %s\n", res.Digest.Short(), res.Dest, res.Files, humanBytes(res.Bytes), how)
 		return nil

@@ -3,8 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 type diffOutput struct {
@@ -13,11 +14,6 @@ type diffOutput struct {
 	objects.Diff
 	Details any `json:"details,omitempty"` // the format's own changes, if it has any
 }
-
-// formatDiffs compares what a format keeps beside its tensors (GGUF
-// key/values): text for people, details for --json. Both versions are of
-// that format. Each format registers one in its own file.
-var formatDiffs = map[string]func(st *store.Store, a, b *objects.Manifest) (text string, details any, err error){}
 
 var diffCommand = &cli.Command{
 	Name:      "diff",
@@ -40,11 +36,19 @@ var diffCommand = &cli.Command{
 			return err
 		}
 		out := diffOutput{From: da, To: db, Diff: objects.Compare(a, b)}
-		var detailText string
-		if compare := formatDiffs[a.Format]; compare != nil && a.Format == b.Format {
-			if detailText, out.Details, err = compare(st, a, b); err != nil {
-				return err
+		// What the format keeps beside its tensors (GGUF key/values), when
+		// both versions are of one format whose codec compares it.
+		var details *formats.Details
+		if c, ok := codecs.ByName(a.Format); ok && a.Format == b.Format {
+			if differ, ok := c.(formats.Differ); ok {
+				if details, err = differ.Diff(a, b); err != nil {
+					return err
+				}
 			}
+		}
+		detailText := renderDetails(details)
+		if details != nil {
+			out.Details = details.Data
 		}
 		if e.json {
 			return e.printJSON(out)

@@ -7,9 +7,9 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
 )
@@ -68,16 +68,7 @@ func (e *env) note(format string, args ...any) {
 
 // loadManifest resolves name and reads its manifest.
 func loadManifest(st *store.Store, name string) (objects.Digest, *objects.Manifest, error) {
-	d, err := st.Resolve(name)
-	if err != nil {
-		return d, nil, err
-	}
-	var m *objects.Manifest
-	err = st.View(func(tx *bolt.Tx) error {
-		m, err = store.Manifest(tx, d)
-		return err
-	})
-	return d, m, err
+	return names.Load(st, name)
 }
 
 // withStore is the start of every command that reads an existing store:

@@ -91,12 +91,3 @@ func safeClipped(s string, n int) string {
 	}
 	return safe(strings.ToValidUTF8(s[:n], "")) + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
-
-// safeAll is safe applied to each of ss.
-func safeAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = safe(s)
-	}
-	return out
-}

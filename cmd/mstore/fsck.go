@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/store"
 )
 
@@ -27,7 +28,7 @@ var fsckCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		r, err := st.Fsck(c.Context, store.FsckOptions{Repair: c.Bool("repair")})
+		r, err := names.Fsck(c.Context, st, store.FsckOptions{Repair: c.Bool("repair")})
 		if r == nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func rebuildIndex(c *cli.Context) error {
 	if c.Bool("repair") {
 		return usageError("fsck: --repair and --rebuild-index do not go together (run fsck --repair after the rebuild)")
 	}
-	r, err := store.RebuildIndex(c.Context, e.storeDir, store.Options{}, 0)
+	r, err := names.RebuildIndex(c.Context, e.storeDir, store.Options{}, 0)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/codecs"
 )
 
 // parseMemoryFlag caps what every codec may build from the metadata it
@@ -15,29 +16,43 @@ var parseMemoryFlag = &cli.StringFlag{Name: strings.TrimPrefix(formats.ParseMemo
 	Usage: fmt.Sprintf("refuse a model whose headers make the parser build more than this (default %dGiB; the budget is also at most %d bytes per byte of header plus %dMiB)",
 		formats.DefaultMaxParseMemory>>30, formats.BudgetPerInputByte, formats.BudgetBase>>20)}
 
-// addLimits reads add's --max-archive-bytes, --max-entries,
-// --max-entry-bytes and --max-json-depth (the bounds on what MPK accepts)
-// and --max-parse-memory (every codec's parse budget). A flag left out
-// keeps the codec's default.
+// codecLimitFlags are the flags of the codecs' own limits (MPK's
+// --max-archive-bytes, …), as the codecs declare them.
+func codecLimitFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range codecs.LimitFlags() {
+		if f.Size {
+			out = append(out, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
+		} else {
+			out = append(out, &cli.Int64Flag{Name: f.Name, Usage: f.Usage})
+		}
+	}
+	return out
+}
+
+// addLimits reads --max-parse-memory (every codec's parse budget) and the
+// codecs' own limit flags. A flag left out keeps the codec's default.
 func addLimits(c *cli.Context) (formats.Limits, error) {
-	var l formats.Limits
+	l := formats.Limits{Codec: map[string]int64{}}
 	var err error
-	for flag, to := range map[string]*int64{"max-archive-bytes": &l.MaxArchiveBytes, "max-entry-bytes": &l.MaxEntryBytes, parseMemoryFlag.Name: &l.MaxParseMemory} {
-		if s := c.String(flag); s != "" {
-			if *to, err = parseSize(s); err != nil {
+	if s := c.String(parseMemoryFlag.Name); s != "" {
+		if l.MaxParseMemory, err = parseSize(s); err != nil {
+			return l, err
+		}
+	}
+	for _, f := range codecs.LimitFlags() {
+		if !c.IsSet(f.Name) {
+			continue
+		}
+		var v int64
+		if f.Size {
+			if v, err = parseSize(c.String(f.Name)); err != nil {
 				return l, err
 			}
+		} else if v = c.Int64(f.Name); v <= 0 {
+			return l, usageError("--%s must be positive", f.Name)
 		}
-	}
-	if c.IsSet("max-entries") {
-		if l.MaxEntries = c.Int64("max-entries"); l.MaxEntries <= 0 {
-			return l, usageError("--max-entries must be positive")
-		}
-	}
-	if c.IsSet("max-json-depth") {
-		if l.MaxJSONDepth = c.Int("max-json-depth"); l.MaxJSONDepth <= 0 {
-			return l, usageError("--max-json-depth must be positive")
-		}
+		l.Codec[f.Name] = v
 	}
 	return l, nil
 }

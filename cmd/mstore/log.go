@@ -4,10 +4,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 type logEntry struct {
@@ -27,11 +26,7 @@ var logCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		var entries []refs.Entry
-		err = st.View(func(tx *bolt.Tx) (err error) {
-			entries, err = refs.History(tx, c.Args().First())
-			return err
-		})
+		entries, err := names.History(st, c.Args().First())
 		if err != nil {
 			return err
 		}

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 type refListing struct {
@@ -32,31 +30,10 @@ var lsCommand = &cli.Command{
 			return err
 		}
 		out := []refListing{}
-		err = st.View(func(tx *bolt.Tx) error {
-			list, err := refs.List(tx)
-			if err != nil {
-				return err
-			}
-			tags, err := refs.Tags(tx)
-			if err != nil {
-				return err
-			}
-			byName := map[string][]string{}
-			for _, t := range tags {
-				byName[t.Name] = append(byName[t.Name], t.Tag)
-			}
-			for _, r := range list {
-				cur := r.Current
-				out = append(out, refListing{Name: r.Name, Digest: &cur, Tags: append([]string{}, byName[r.Name]...),
-					History: r.Entries, Moved: r.Moved})
-				delete(byName, r.Name)
-			}
-			for name, tags := range byName {
-				out = append(out, refListing{Name: name, Tags: tags})
-			}
-			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-			return nil
-		})
+		list, err := names.List(st)
+		for _, l := range list {
+			out = append(out, refListing{Name: l.Name, Digest: l.Current, Tags: l.Tags, History: l.Entries, Moved: l.Moved})
+		}
 		if err != nil {
 			return err
 		}

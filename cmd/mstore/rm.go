@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/refs"
 )
 
@@ -30,13 +30,7 @@ var rmCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		err = st.Update(func(tx *bolt.Tx) error {
-			if isTag {
-				return refs.RemoveTag(tx, name, tag)
-			}
-			return refs.RemoveRef(tx, name)
-		})
-		if err != nil {
+		if err := names.Remove(st, name, tag, isTag); err != nil {
 			return err
 		}
 		if e.json {

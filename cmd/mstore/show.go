@@ -7,10 +7,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 type showOutput struct {
@@ -20,11 +21,6 @@ type showOutput struct {
 	Details      any               `json:"details,omitempty"` // the format's own view, if it has one
 	Manifest     *objects.Manifest `json:"manifest"`
 }
-
-// formatDetails gives a format's own view of a version for show (a GGUF
-// file's key/values, an MPK archive's pipeline stages): text for people,
-// details for --json. Each format registers one in its own file.
-var formatDetails = map[string]func(st *store.Store, m *objects.Manifest) (text string, details any, err error){}
 
 var showCommand = &cli.Command{
 	Name:      "show",
@@ -49,11 +45,19 @@ var showCommand = &cli.Command{
 				out.Warnings = append(out.Warnings, w)
 			}
 		}
-		var detailText string
-		if describe := formatDetails[m.Format]; describe != nil {
-			if detailText, out.Details, err = describe(st, m); err != nil {
-				return err
+		// The format's own view (a GGUF file's key/values, an MPK archive's
+		// pipeline stages), when its codec has one.
+		var details *formats.Details
+		if c, ok := codecs.ByName(m.Format); ok {
+			if describe, ok := c.(formats.Describer); ok {
+				if details, err = describe.Describe(m); err != nil {
+					return err
+				}
 			}
+		}
+		detailText := renderDetails(details)
+		if details != nil {
+			out.Details = details.Data
 		}
 		if e.json {
 			return e.printJSON(out)

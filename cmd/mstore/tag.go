@@ -4,11 +4,9 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
 )
 
 var tagCommand = &cli.Command{
@@ -37,19 +35,11 @@ var tagCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		d, err := st.Resolve(c.Args().Get(1))
+		d, err := names.Resolve(st, c.Args().Get(1))
 		if err != nil {
 			return err
 		}
-		var created bool
-		err = st.Update(func(tx *bolt.Tx) (err error) {
-			// gc may have removed an unnamed version since it was resolved.
-			if !(store.ManifestIndex{Tx: tx}).HasManifest(d) {
-				return errs.New(errs.NotFound, "tag", "version %s is no longer in the store", d.Short())
-			}
-			created, err = refs.Tag(tx, name, tag, d)
-			return err
-		})
+		created, err := names.Tag(st, name, tag, d)
 		if err != nil {
 			return err
 		}

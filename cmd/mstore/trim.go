@@ -2,16 +2,10 @@ package main
 
 import (
 	"github.com/urfave/cli/v2"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/refs"
 )
-
-type trimmed struct {
-	Name    string `json:"name"`
-	Removed int    `json:"removed"`
-	Kept    int    `json:"kept"`
-}
 
 var trimCommand = &cli.Command{
 	Name:      "trim",
@@ -32,8 +26,8 @@ var trimCommand = &cli.Command{
 		if keep < 1 {
 			return usageError("--keep %d: a ref keeps at least its current version (--keep 1)", keep)
 		}
-		names := c.Args().Slice()
-		for _, n := range names {
+		list := c.Args().Slice()
+		for _, n := range list {
 			if _, err := refs.ParseName(n); err != nil {
 				return err
 			}
@@ -42,22 +36,7 @@ var trimCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		var out []trimmed
-		err = st.Update(func(tx *bolt.Tx) error {
-			out = out[:0]
-			for _, n := range names {
-				removed, err := refs.TrimHistory(tx, n, keep)
-				if err != nil {
-					return err
-				}
-				hist, err := refs.History(tx, n)
-				if err != nil {
-					return err
-				}
-				out = append(out, trimmed{Name: n, Removed: removed, Kept: len(hist)})
-			}
-			return nil
-		})
+		out, err := names.Trim(st, list, keep)
 		if err != nil {
 			return err
 		}

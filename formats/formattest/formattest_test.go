@@ -172,7 +172,26 @@ func TestCheckLayoutFindsInconsistencies(t *testing.T) {
 		"tensor size":         func(l *formats.Layout) { l.Tensors[0].Size = 3 },
 		"duplicate name":      func(l *formats.Layout) { l.Tensors[1].Name = "x" },
 		"no dtype":            func(l *formats.Layout) { l.Tensors[1].DType = "" },
+		// The archiver's rule: a tensor extent is the whole tensor; a
+		// tensor placed twice is the same bytes twice.
+		"tensor split in two": func(l *formats.Layout) {
+			l.Tensors[0].Size, l.Tensors[0].Shape = 3, []int64{3}
+			l.Files[1].Extents[0].Tensor = 0
+			l.Tensors = l.Tensors[:1]
+		},
+		"placed again, other bytes": func(l *formats.Layout) { l.Files[1].Extents[0].Tensor, l.Tensors[0].Size = 0, 1 },
 	}
+	again := good() // the same bytes placed twice is one tensor
+	files["c"] = []byte{3, 4}
+	again.Files = append(again.Files, formats.File{Path: "c", Size: 2, Extents: []formats.Extent{{Kind: formats.TensorData, Size: 2, Tensor: 0}}})
+	if err := CheckLayout(again, files); err != nil {
+		t.Errorf("a tensor placed twice with the same bytes: %v", err)
+	}
+	files["c"] = []byte{3, 5}
+	if err := CheckLayout(again, files); err == nil {
+		t.Error("a tensor placed twice with other bytes is accepted")
+	}
+	delete(files, "c")
 	for name, spoil := range cases {
 		l := good()
 		spoil(l)

@@ -15,14 +15,16 @@ import (
 // files out of path order or missing, extents that do not cover a file
 // exactly from offset 0, frame bytes (in a planned layout) that differ from
 // the file, zero extents over non-zero bytes, tensor references out of
-// range, or tensors whose extents do not add up to their size. Every tensor
-// must appear in some file; names must be unique.
+// range, tensor extents that are not the whole tensor (the archiver's rule:
+// a tensor is one whole run of bytes, which a layout may place more than
+// once, each placement the same bytes), or repeated placements whose bytes
+// differ. Every tensor must appear in some file; names must be unique.
 func CheckLayout(l *formats.Layout, files map[string][]byte) error {
 	if l == nil {
 		return fmt.Errorf("no layout")
 	}
-	covered := make([]int64, len(l.Tensors))
 	referenced := make([]bool, len(l.Tensors))
+	first := make([][]byte, len(l.Tensors))
 	for i, f := range l.Files {
 		if i > 0 && l.Files[i-1].Path >= f.Path {
 			return fmt.Errorf("files not in strict path order at %q", f.Path)
@@ -52,8 +54,13 @@ func CheckLayout(l *formats.Layout, files map[string][]byte) error {
 				if e.Tensor < 0 || e.Tensor >= len(l.Tensors) {
 					return fmt.Errorf("%s: extent %d names tensor %d of %d", f.Path, j, e.Tensor, len(l.Tensors))
 				}
-				covered[e.Tensor] += e.Size
-				referenced[e.Tensor] = true
+				if want := l.Tensors[e.Tensor].Size; e.Size != want {
+					return fmt.Errorf("%s: extent %d holds %d bytes of tensor %q, which is %d: a tensor extent is the whole tensor", f.Path, j, e.Size, l.Tensors[e.Tensor].Name, want)
+				}
+				if referenced[e.Tensor] && !bytes.Equal(first[e.Tensor], run) {
+					return fmt.Errorf("%s: extent %d places tensor %q again with other bytes", f.Path, j, l.Tensors[e.Tensor].Name)
+				}
+				referenced[e.Tensor], first[e.Tensor] = true, run
 			case formats.Zeros:
 				if bytes.ContainsFunc(run, func(r rune) bool { return r != 0 }) {
 					return fmt.Errorf("%s: zeros extent %d holds non-zero bytes", f.Path, j)
@@ -79,9 +86,6 @@ func CheckLayout(l *formats.Layout, files map[string][]byte) error {
 		if !referenced[i] {
 			return fmt.Errorf("tensor %q is in no file", tn.Name)
 		}
-		if covered[i] != tn.Size {
-			return fmt.Errorf("tensor %q: extents hold %d bytes of %d", tn.Name, covered[i], tn.Size)
-		}
 	}
 	return nil
 }
@@ -99,7 +103,9 @@ func TensorData(l *formats.Layout, files map[string][]byte) ([][]byte, error) {
 			if e.Tensor < 0 || e.Tensor >= len(out) || e.Offset < 0 || e.Size < 0 || e.Offset+e.Size > int64(len(b)) {
 				return nil, fmt.Errorf("%s: tensor extent out of range", f.Path)
 			}
-			out[e.Tensor] = append(out[e.Tensor], b[e.Offset:e.Offset+e.Size]...)
+			if out[e.Tensor] == nil { // each placement is the whole tensor
+				out[e.Tensor] = b[e.Offset : e.Offset+e.Size : e.Offset+e.Size]
+			}
 		}
 	}
 	for i := range out {
@@ -111,8 +117,8 @@ func TensorData(l *formats.Layout, files map[string][]byte) ([][]byte, error) {
 }
 
 // Materialize writes the files of a planned layout: frames from their
-// literal Bytes, tensor extents from data (the bytes of l.Tensors[i], in
-// order across the extents that hold tensor i), zeros as zeros.
+// literal Bytes, each tensor extent from data (the whole bytes of
+// l.Tensors[i]), zeros as zeros.
 func Materialize(l *formats.Layout, data [][]byte) (map[string][]byte, error) {
 	if len(data) != len(l.Tensors) {
 		return nil, fmt.Errorf("%d tensor contents for %d tensors", len(data), len(l.Tensors))
@@ -122,7 +128,6 @@ func Materialize(l *formats.Layout, data [][]byte) (map[string][]byte, error) {
 			return nil, fmt.Errorf("tensor %q: %d bytes of content for size %d", tn.Name, len(data[i]), tn.Size)
 		}
 	}
-	used := make([]int64, len(l.Tensors))
 	out := map[string][]byte{}
 	for _, f := range l.Files {
 		if f.Size < 0 || f.Size > math.MaxInt32 {
@@ -147,15 +152,13 @@ func Materialize(l *formats.Layout, data [][]byte) (map[string][]byte, error) {
 					if s.At < 0 || s.At > len(e.Bytes)-4 || s.Tensor < 0 || s.Tensor >= len(data) {
 						return nil, fmt.Errorf("%s: frame extent %d has a CRC-32 slot out of range", f.Path, j)
 					}
-					binary.LittleEndian.PutUint32(buf[start+s.At:], crc32.ChecksumIEEE(data[s.Tensor]))
+					binary.LittleEndian.PutUint32(buf[start+s.At:], s.Value(crc32.ChecksumIEEE(data[s.Tensor])))
 				}
 			case formats.TensorData:
-				if e.Tensor < 0 || e.Tensor >= len(data) || e.Size > l.Tensors[e.Tensor].Size-used[e.Tensor] {
-					return nil, fmt.Errorf("%s: tensor extent %d out of range", f.Path, j)
+				if e.Tensor < 0 || e.Tensor >= len(data) || e.Size != l.Tensors[e.Tensor].Size {
+					return nil, fmt.Errorf("%s: tensor extent %d is not one whole tensor", f.Path, j)
 				}
-				start := used[e.Tensor]
-				buf = append(buf, data[e.Tensor][start:start+e.Size]...)
-				used[e.Tensor] += e.Size
+				buf = append(buf, data[e.Tensor]...)
 			case formats.Zeros:
 				buf = append(buf, make([]byte, e.Size)...)
 			default:

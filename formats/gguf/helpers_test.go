@@ -13,52 +13,12 @@ import (
 )
 
 // spec is a tensor to generate; its bytes are a function of its name.
-type spec struct {
-	name  string
-	dtype string
-	shape []int64
-}
-
-func (s spec) tensor(t testing.TB) formats.Tensor {
-	t.Helper()
-	size, err := TensorSize(s.dtype, s.shape)
-	if err != nil {
-		t.Fatalf("spec %s: %v", s.name, err)
-	}
-	return formats.Tensor{Name: s.name, DType: s.dtype, Shape: s.shape, Size: size}
-}
-
-func content(name string, size int64) []byte {
-	b := make([]byte, size)
-	h := uint32(2166136261)
-	for i := range len(name) {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	for i := range b {
-		h = h*1103515245 + 12345
-		b[i] = byte(h >> 16)
-	}
-	return b
-}
+type spec = formattest.Spec
 
 // generate plans specs with opts and writes the files.
 func generate(t testing.TB, specs []spec, opts PlanOptions) map[string][]byte {
 	t.Helper()
-	tensors := make([]formats.Tensor, len(specs))
-	data := make([][]byte, len(specs))
-	for i, s := range specs {
-		tensors[i] = s.tensor(t)
-		data[i] = content(s.name, tensors[i].Size)
-	}
-	l, err := Plan(tensors, opts)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	files, err := formattest.Materialize(l, data)
-	if err != nil {
-		t.Fatalf("Materialize: %v", err)
-	}
-	return files
+	return formattest.Generate(t, specs, TensorSize, func(ts []formats.Tensor) (*formats.Layout, error) { return Plan(ts, opts) })
 }
 
 func parseFiles(files map[string][]byte) (*formats.Layout, error) {
@@ -68,16 +28,16 @@ func parseFiles(files map[string][]byte) (*formats.Layout, error) {
 // Small generated models shared by the tests.
 var (
 	mixedSpecs = []spec{
-		{"token_embd.weight", "F16", []int64{16, 8}},
-		{"blk.0.attn_norm.weight", "F32", []int64{8}},
-		{"blk.0.attn_q.weight", "Q4_0", []int64{4, 64}},
-		{"blk.0.ffn_up.weight", "Q4_K", []int64{2, 256}},
-		{"blk.0.ffn_down.weight", "BF16", []int64{3, 5}},
-		{"blk.0.ids", "I32", []int64{7}},
-		{"empty", "F32", []int64{0, 4}},
-		{"scalar", "F64", []int64{}},
-		{"cube", "I8", []int64{2, 3, 5, 7}},
-		{"ñame", "MXFP4", []int64{32}},
+		{Name: "token_embd.weight", DType: "F16", Shape: []int64{16, 8}},
+		{Name: "blk.0.attn_norm.weight", DType: "F32", Shape: []int64{8}},
+		{Name: "blk.0.attn_q.weight", DType: "Q4_0", Shape: []int64{4, 64}},
+		{Name: "blk.0.ffn_up.weight", DType: "Q4_K", Shape: []int64{2, 256}},
+		{Name: "blk.0.ffn_down.weight", DType: "BF16", Shape: []int64{3, 5}},
+		{Name: "blk.0.ids", DType: "I32", Shape: []int64{7}},
+		{Name: "empty", DType: "F32", Shape: []int64{0, 4}},
+		{Name: "scalar", DType: "F64", Shape: []int64{}},
+		{Name: "cube", DType: "I8", Shape: []int64{2, 3, 5, 7}},
+		{Name: "ñame", DType: "MXFP4", Shape: []int64{32}},
 	}
 	mixedKVs = []KV{
 		{Key: "general.architecture", Value: StringValue("llama")},

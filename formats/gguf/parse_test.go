@@ -253,7 +253,7 @@ func TestBadSplitModels(t *testing.T) {
 	}
 	files := splitModel(t)
 	two := generate(t, mixedSpecs, PlanOptions{Name: "m", KVs: mixedKVs, SplitMaxTensors: 5})
-	other := generate(t, []spec{{"x", "F32", []int64{2}}}, PlanOptions{Name: "other"})
+	other := generate(t, []spec{{Name: "x", DType: "F32", Shape: []int64{2}}}, PlanOptions{Name: "other"})
 	cases := map[string]map[string][]byte{
 		"missing middle shard": without(files, "m-00002-of-00003.gguf"),
 		"missing last shard":   without(files, "m-00003-of-00003.gguf"),
@@ -323,7 +323,7 @@ func TestTypeTable(t *testing.T) {
 	// Every type round-trips through a file.
 	var specs []spec
 	for name, w := range want {
-		specs = append(specs, spec{"t." + name, name, []int64{2, w[0] * 3}})
+		specs = append(specs, spec{Name: "t." + name, DType: name, Shape: []int64{2, w[0] * 3}})
 	}
 	files := generate(t, specs, PlanOptions{})
 	l, err := parseFiles(files)

@@ -72,7 +72,7 @@ func TestDecodeKVsRefusesBadJSON(t *testing.T) {
 func TestPlanSplitsAsGGUFSplit(t *testing.T) {
 	tensors := make([]formats.Tensor, 5)
 	for i := range tensors {
-		tensors[i] = spec{string(rune('a' + i)), "F32", []int64{int64(10 * (i + 1))}}.tensor(t)
+		tensors[i] = spec{Name: string(rune('a' + i)), DType: "F32", Shape: []int64{int64(10 * (i + 1))}}.Tensor(t, TensorSize)
 	}
 	// Sizes 40, 80, 120, 160, 200, padded to 32: 64, 96, 128, 160, 224.
 	cases := []struct {
@@ -154,7 +154,7 @@ func TestPlanAlignment(t *testing.T) {
 }
 
 func TestPlanRefuses(t *testing.T) {
-	ok := spec{"a", "F32", []int64{2}}.tensor(t)
+	ok := spec{Name: "a", DType: "F32", Shape: []int64{2}}.Tensor(t, TensorSize)
 	cases := []struct {
 		name    string
 		tensors []formats.Tensor

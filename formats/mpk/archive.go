@@ -2,7 +2,6 @@ package mpk
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
@@ -11,8 +10,8 @@ import (
 
 const pkg = "mpk"
 
-// The limits' defaults, used for every formats.Limits field left at zero
-// (or set below zero).
+// The limits' defaults, used for every limit flag not given (or given a
+// value below one).
 const (
 	DefaultMaxArchiveBytes int64 = 16 << 30 // the archive file, and the tar stream it decompresses to
 	DefaultMaxEntries      int64 = 10_000   // tar entries, directories included
@@ -29,9 +28,50 @@ const MaxJSONDepthCap = 10_000
 // bigger one is refused (size_limit_exceeded) whatever max_entry_bytes says.
 const MaxJSONBytes int64 = 64 << 20
 
-// Limits returns l with its zero fields set to the defaults, and
-// MaxJSONDepth at most MaxJSONDepthCap.
-func Limits(l formats.Limits) formats.Limits {
+// The limit flags (LimitFlags), by name.
+const (
+	FlagMaxArchiveBytes = "max-archive-bytes"
+	FlagMaxEntries      = "max-entries"
+	FlagMaxEntryBytes   = "max-entry-bytes"
+	FlagMaxJSONDepth    = "max-json-depth"
+)
+
+// LimitFlags are the bounds on an archive a user can set on add.
+func (codec) LimitFlags() []formats.LimitFlag {
+	return []formats.LimitFlag{
+		{Name: FlagMaxArchiveBytes, Size: true, Usage: "MPK: refuse an archive larger than this, compressed or decompressed (default 16GiB)"},
+		{Name: FlagMaxEntries, Usage: "MPK: refuse an archive of more entries than this (default 10000)"},
+		{Name: FlagMaxEntryBytes, Size: true, Usage: "MPK: refuse an archive entry larger than this (default 8GiB)"},
+		{Name: FlagMaxJSONDepth, Usage: "MPK: refuse JSON nested deeper than this (default 64)"},
+	}
+}
+
+// Bounds are the limits an archive is read with.
+type Bounds struct {
+	MaxArchiveBytes int64
+	MaxEntries      int64
+	MaxEntryBytes   int64
+	MaxJSONDepth    int
+}
+
+// LimitsOf is the formats.Limits that sets b's non-zero fields (tests,
+// and callers of Load).
+func LimitsOf(b Bounds) formats.Limits {
+	l := formats.Limits{Codec: map[string]int64{}}
+	for name, v := range map[string]int64{FlagMaxArchiveBytes: b.MaxArchiveBytes, FlagMaxEntries: b.MaxEntries,
+		FlagMaxEntryBytes: b.MaxEntryBytes, FlagMaxJSONDepth: int64(b.MaxJSONDepth)} {
+		if v != 0 {
+			l.Codec[name] = v
+		}
+	}
+	return l
+}
+
+// Limits returns the bounds l sets, the defaults for those it does not,
+// and MaxJSONDepth at most MaxJSONDepthCap.
+func Limits(fl formats.Limits) Bounds {
+	l := Bounds{MaxArchiveBytes: fl.Codec[FlagMaxArchiveBytes], MaxEntries: fl.Codec[FlagMaxEntries],
+		MaxEntryBytes: fl.Codec[FlagMaxEntryBytes], MaxJSONDepth: int(min(fl.Codec[FlagMaxJSONDepth], MaxJSONDepthCap))}
 	if l.MaxArchiveBytes <= 0 {
 		l.MaxArchiveBytes = DefaultMaxArchiveBytes
 	}
@@ -55,12 +95,6 @@ type Options struct {
 	// ".tar.gz" (checked before anything is read); it names the archive in
 	// errors.
 	Name string
-	// Extract, when set, receives the archive's files while they are read:
-	// each regular file at CLASSDIR/BASENAME (etc/, lib/, share/), created
-	// through the root (so that nothing can land outside it, even through
-	// a link planted in a race), never overwriting anything. If Load fails,
-	// everything it created is removed again.
-	Extract *os.Root
 }
 
 // Archive is what Load found in a valid archive.

@@ -46,7 +46,8 @@
 //   - size_limit_exceeded: the limits below, and JSON nested deeper than
 //     max_json_depth.
 //
-// Limits (formats.Limits; a zero field takes the default):
+// Limits (add's flags, which the codec declares: LimitFlags; a flag not
+// given takes the default):
 //
 //	max_archive_bytes  16 GiB  the archive file, and the tar stream it decompresses to
 //	max_entries        10000   tar entries, directories included
@@ -70,9 +71,10 @@
 // sequence_id, then position in the file. That order is the one Stages
 // and `mstore show` give.
 //
-// With Options.Extract, approved files are streamed into the given root
-// as they are read (through os.Root, created exclusively, mode 0644); on
-// any failure everything extracted is removed again.
+// Extracting is checkout --extract's: the restorer writes each member, as
+// stored and checked at add, at its Target (through os.Root, created
+// exclusively, mode 0644) in a temp directory it publishes only whole, so
+// there is one extraction path, the one users run.
 //
 // # In the store
 //

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"os"
 	"testing"
 
 	"github.com/mstore/mstore/formats/formattest"
@@ -29,27 +28,17 @@ func FuzzLoad(f *testing.F) {
 			f.Add(fx.bytes, true)
 		}
 	}
-	limits := mpk.Options{}.Limits
-	limits.MaxArchiveBytes, limits.MaxEntries, limits.MaxJSONDepth = 1<<20, 64, 16
+	limits := mpk.LimitsOf(mpk.Bounds{MaxArchiveBytes: 1 << 20, MaxEntries: 64, MaxJSONDepth: 16})
 
 	f.Fuzz(func(t *testing.T, data []byte, gz bool) {
 		archiveBytes := data
 		if !gz {
 			archiveBytes = mpktest.Gzip(data)
 		}
-		rootDir := t.TempDir()
-		root, err := os.OpenRoot(rootDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer root.Close()
-		a, err := mpk.Load(bytes.NewReader(archiveBytes), mpk.Options{Limits: limits, Extract: root})
+		a, err := mpk.Load(bytes.NewReader(archiveBytes), mpk.Options{Limits: limits})
 		if err != nil {
 			if errs.ClassOf(err) == 0 {
 				t.Fatalf("error without a class: %v", err)
-			}
-			if got := dirEntries(t, rootDir); got != "" {
-				t.Fatalf("a refused archive left %s in the root", got)
 			}
 			return
 		}
@@ -60,7 +49,11 @@ func FuzzLoad(f *testing.F) {
 		if err := formattest.CheckLayout(a.Layout("m.tar.gz"), map[string][]byte{"m.tar.gz": tarStream}); err != nil {
 			t.Fatalf("accepted with an inconsistent layout: %v", err)
 		}
-		checkExtracted(t, rootDir, a, archiveBytes)
+		for _, m := range a.Members {
+			if m.Offset < 0 || m.Offset+m.Size > int64(len(tarStream)) {
+				t.Fatalf("member %s lies outside the tar stream", m.Name)
+			}
+		}
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 
@@ -19,8 +18,7 @@ import (
 // pass, enforcing every rule of the contract as it goes: limits before
 // anything they bound is read, entry names and types at each header, JSON
 // as each JSON member is read, required contents at the end. It stops at
-// the first failure with exactly one class (see the package doc); then
-// nothing it extracted is left behind.
+// the first failure with exactly one class (see the package doc).
 func Load(r io.Reader, opts Options) (*Archive, error) {
 	if opts.Name != "" {
 		if err := CheckName(opts.Name); err != nil {
@@ -32,13 +30,7 @@ func Load(r io.Reader, opts Options) (*Archive, error) {
 		l.name = "archive"
 	}
 	l.budget = opts.Limits.Budget(pkg, l.name, 0)
-	if opts.Extract != nil {
-		l.ext = &extractor{root: opts.Extract, made: map[string]bool{}}
-	}
 	if err := l.run(r); err != nil {
-		if l.ext != nil {
-			l.ext.undo()
-		}
 		return nil, err
 	}
 	return l.a, nil
@@ -70,13 +62,12 @@ func (c *counter) Read(p []byte) (int, error) {
 }
 
 type loader struct {
-	lim    formats.Limits
+	lim    Bounds
 	name   string
 	comp   *counter // the compressed file
 	dec    *counter // the tar stream
 	tr     *tar.Reader
 	a      *Archive
-	ext    *extractor
 	landed map[string]string // foldKey(target) → member name
 	// entries counts tar entries; frameStart is where the frame being
 	// built began (the end of the last member's content); blockEnd is the
@@ -264,47 +255,15 @@ func (l *loader) jsonMember(m Member, start int64) error {
 	if p != nil {
 		return errs.At(p.class, pkg, l.name+": "+m.Name, p.off, "%s", p.msg)
 	}
-	if l.ext == nil {
-		return nil
-	}
-	f, err := l.ext.create(m.Target)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("mpk: extract %s: %w", m.Target, err)
-	}
 	return nil
 }
 
-// copyContent streams a binary member to its extracted file, or reads it
-// through (so that a truncation is reported at this entry).
-func (l *loader) copyContent(m Member, start int64) (err error) {
-	var dst io.Writer = io.Discard
-	if l.ext != nil {
-		f, err := l.ext.create(m.Target)
-		if err != nil {
-			return err
-		}
-		dst = f
-		defer func() {
-			if cerr := f.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("mpk: extract %s: %w", m.Target, cerr)
-			}
-		}()
-	}
+// copyContent reads a binary member through (so that a truncation is
+// reported at this entry).
+func (l *loader) copyContent(m Member, start int64) error {
 	buf := make([]byte, 32<<10)
 	for {
-		n, rerr := l.tr.Read(buf)
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return fmt.Errorf("mpk: extract %s: %w", m.Target, err)
-			}
-		}
+		_, rerr := l.tr.Read(buf)
 		if rerr == io.EOF {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/hfindex"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -65,7 +66,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			return nil, errs.New(errs.SchemaError, pkg, "%s is not a PyTorch checkpoint or shard index", p)
 		}
 	}
-	indexes := map[string]*index{}
+	indexes := map[string]*hfindex.Index{}
 	for _, p := range indexPaths {
 		idx, err := readIndex(dir, p)
 		if err != nil {
@@ -73,7 +74,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		}
 		indexes[p] = idx
 	}
-	shardsOf := func(p string) []string { return indexes[p].shards }
+	shardsOf := func(p string) []string { return indexes[p].Shards }
 	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, "checkpoint files"); err != nil {
 		return nil, err
 	}
@@ -114,8 +115,8 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	l := &formats.Layout{Format: Codec.Name()}
 	for _, p := range paths {
 		if idx := indexes[p]; idx != nil {
-			l.Files = append(l.Files, formats.File{Path: p, Size: idx.size, Index: true,
-				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.size}}})
+			l.Files = append(l.Files, formats.File{Path: p, Size: idx.Size, Index: true,
+				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.Size}}})
 			continue
 		}
 		ck := files[p]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
+	"github.com/mstore/mstore/formats/zipfile"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/testenv"
 )
@@ -83,11 +84,11 @@ type zipMember struct {
 
 // zipOf writes members as torch.save lays them out.
 func zipOf(members ...zipMember) []byte {
-	w := &zipWriter{}
+	w := &zipfile.Writer{}
 	for _, m := range members {
-		w.addBytes(m.name, m.data)
+		w.AddBytes(m.name, m.data)
 	}
-	f := w.finish("m.pt")
+	f := w.Finish("m.pt")
 	var b []byte
 	for _, e := range f.Extents {
 		b = append(b, e.Bytes...)
@@ -179,7 +180,7 @@ func materialize(t testing.TB, l *formats.Layout, tensors []formats.Tensor) map[
 	t.Helper()
 	data := make([][]byte, len(l.Tensors))
 	for i, tn := range l.Tensors {
-		data[i] = content(tn.Name, tn.Size)
+		data[i] = formattest.Content(tn.Name, tn.Size)
 	}
 	files, err := formattest.Materialize(l, data)
 	if err != nil {

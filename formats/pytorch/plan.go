@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/zipfile"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -118,16 +119,16 @@ func archiveFolder(p string) string {
 
 func planFile(p string, tensors []formats.Tensor, members []int, force64 bool) formats.File {
 	folder := archiveFolder(p)
-	w := &zipWriter{force64: force64}
-	w.addBytes(folder+"/data.pkl", statePickle(tensors, members))
-	w.addBytes(folder+"/.format_version", []byte("1"))
-	w.addBytes(folder+"/.storage_alignment", []byte(strconv.Itoa(alignment)))
-	w.addBytes(folder+"/byteorder", []byte("little"))
+	w := &zipfile.Writer{Force64: force64}
+	w.AddBytes(folder+"/data.pkl", statePickle(tensors, members))
+	w.AddBytes(folder+"/.format_version", []byte("1"))
+	w.AddBytes(folder+"/.storage_alignment", []byte(strconv.Itoa(zipfile.Alignment)))
+	w.AddBytes(folder+"/byteorder", []byte("little"))
 	for key, i := range members {
-		w.addTensor(folder+"/data/"+strconv.Itoa(key), i, tensors[i].Size)
+		w.AddTensor(folder+"/data/"+strconv.Itoa(key), i, tensors[i].Size)
 	}
-	w.addBytes(folder+"/version", []byte("3\n"))
-	return w.finish(p)
+	w.AddBytes(folder+"/version", []byte("3\n"))
+	return w.Finish(p)
 }
 
 // pickler writes protocol 2, memoizing each global and repeated string.

@@ -32,7 +32,7 @@ func TestPlanRoundTrip(t *testing.T) {
 			}
 			data := make([][]byte, len(mixed))
 			for i, tn := range mixed {
-				data[i] = content(tn.Name, tn.Size)
+				data[i] = formattest.Content(tn.Name, tn.Size)
 			}
 			if err := formattest.SameTensors(l, data, back, files); err != nil {
 				t.Fatal(err)

@@ -172,20 +172,6 @@ var mixed = []formats.Tensor{
 	{Name: "fp8", DType: "F8_E4M3", Shape: []int64{3}, Size: 3},
 }
 
-// content is deterministic bytes for a tensor.
-func content(name string, size int64) []byte {
-	b := make([]byte, size)
-	h := uint32(2166136261)
-	for i := range len(name) {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	for i := range b {
-		h = h*1103515245 + 12345
-		b[i] = byte(h >> 16)
-	}
-	return b
-}
-
 func planned(t testing.TB, tensors []formats.Tensor, opts PlanOptions) map[string][]byte {
 	t.Helper()
 	l, err := Plan(tensors, opts)
@@ -194,7 +180,7 @@ func planned(t testing.TB, tensors []formats.Tensor, opts PlanOptions) map[strin
 	}
 	data := make([][]byte, len(tensors))
 	for i, tn := range tensors {
-		data[i] = content(tn.Name, tn.Size)
+		data[i] = formattest.Content(tn.Name, tn.Size)
 	}
 	files, err := formattest.Materialize(l, data)
 	if err != nil {

@@ -5,7 +5,21 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/mstore/mstore/formats/zipfile"
 	"github.com/mstore/mstore/internal/errs"
+)
+
+// Zip record signatures and sizes (APPNOTE.TXT 6.3) that the defect
+// tests patch; the reader itself is formats/zipfile's.
+const (
+	sigLocal      = 0x04034b50
+	sigCentral    = 0x02014b50
+	localSize     = 30
+	centralSize   = 46
+	endSize       = 22
+	end64Size     = 56
+	locator64Size = 20
+	flagEncrypted = 1 << 0
 )
 
 // validPickle is a state dict of one tensor over storage 0 (4 floats).
@@ -121,7 +135,7 @@ func TestZipDefects(t *testing.T) {
 		{"compressed member", patch(func(b []byte) {
 			for _, sig := range []uint32{sigLocal, sigCentral} {
 				at := headerAt(t, b, sig, "archive/version") + map[uint32]int{sigLocal: 8, sigCentral: 10}[sig]
-				le.PutUint16(b[at:], methodDeflate)
+				le.PutUint16(b[at:], zipfile.Deflate)
 			}
 		}), errs.UnsupportedVersion, []string{"compressed"}},
 		{"parent directory in a name", with(zipMember{"archive/../x", []byte("x")}), errs.PathTraversal, []string{"archive/../x"}},

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/hfindex"
 	"github.com/mstore/mstore/internal/errs"
 )
 
@@ -41,7 +42,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 
 	// Indexes first: they are small, and a name that would leave the
 	// directory is refused before anything is opened.
-	indexes := map[string]*index{}
+	indexes := map[string]*hfindex.Index{}
 	for _, p := range indexPaths {
 		idx, err := readIndex(dir, p)
 		if err != nil {
@@ -49,7 +50,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		}
 		indexes[p] = idx
 	}
-	shardsOf := func(p string) []string { return indexes[p].shards }
+	shardsOf := func(p string) []string { return indexes[p].Shards }
 	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, ".safetensors files"); err != nil {
 		return nil, err
 	}
@@ -89,8 +90,8 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	for _, p := range paths {
 		if idx := indexes[p]; idx != nil {
 			l.Files = append(l.Files, formats.File{
-				Path: p, Size: idx.size, Index: true,
-				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.size}},
+				Path: p, Size: idx.Size, Index: true,
+				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.Size}},
 			})
 			continue
 		}
@@ -112,32 +113,32 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 // checkIndex checks an index against the headers of its shards: the
 // weight_map must place exactly the tensors of each shard, in that shard,
 // and total_size must be the sum of their sizes.
-func checkIndex(idx *index, headers map[string]*header, fileOf map[string]string) error {
-	named := make(map[string]bool, len(idx.weightMap))
-	for _, m := range idx.weightMap {
-		named[m.tensor] = true
-		got, ok := fileOf[m.tensor]
+func checkIndex(idx *hfindex.Index, headers map[string]*header, fileOf map[string]string) error {
+	named := make(map[string]bool, len(idx.WeightMap))
+	for _, m := range idx.WeightMap {
+		named[m.Tensor] = true
+		got, ok := fileOf[m.Tensor]
 		switch {
 		case !ok:
-			return errs.At(errs.SchemaError, pkg, idx.path, m.at, "weight_map names tensor %q, which no file holds (expected in %s)", m.tensor, m.shard)
-		case got != m.shard:
-			return errs.At(errs.SchemaError, pkg, idx.path, m.at, "weight_map puts tensor %q in %s, but it is in %s", m.tensor, m.shard, got)
+			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map names tensor %q, which no file holds (expected in %s)", m.Tensor, m.Shard)
+		case got != m.Shard:
+			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map puts tensor %q in %s, but it is in %s", m.Tensor, m.Shard, got)
 		}
 	}
 	var total int64
-	for _, s := range idx.shards {
+	for _, s := range idx.Shards {
 		for _, e := range headers[s].tensors {
 			if !named[e.name] {
-				return errs.At(errs.SchemaError, pkg, idx.path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
+				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
 			}
 			if total > math.MaxInt64-(e.end-e.begin) {
-				return errs.At(errs.SchemaError, pkg, idx.path, -1, "the shards' sizes overflow")
+				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "the shards' sizes overflow")
 			}
 			total += e.end - e.begin
 		}
 	}
-	if idx.totalSize >= 0 && idx.totalSize != total {
-		return errs.At(errs.SchemaError, pkg, idx.path, idx.totalAt, "metadata.total_size is %d, the shards' tensors hold %d bytes", idx.totalSize, total)
+	if idx.TotalSize >= 0 && idx.TotalSize != total {
+		return errs.At(errs.SchemaError, pkg, idx.Path, idx.TotalAt, "metadata.total_size is %d, the shards' tensors hold %d bytes", idx.TotalSize, total)
 	}
 	return nil
 }

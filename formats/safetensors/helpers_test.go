@@ -21,53 +21,13 @@ func rawFile(header string, data []byte) []byte {
 }
 
 // spec is a tensor to generate: its content is a deterministic function of
-// its name, so that two tensors never share bytes by accident.
-type spec struct {
-	name  string
-	dtype string
-	shape []int64
-}
-
-func (s spec) tensor(t testing.TB) formats.Tensor {
-	t.Helper()
-	size, err := TensorSize(s.dtype, s.shape)
-	if err != nil {
-		t.Fatalf("spec %s: %v", s.name, err)
-	}
-	return formats.Tensor{Name: s.name, DType: s.dtype, Shape: s.shape, Size: size}
-}
-
-func content(name string, size int64) []byte {
-	b := make([]byte, size)
-	h := uint32(2166136261)
-	for i := range len(name) {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	for i := range b {
-		h = h*1103515245 + 12345
-		b[i] = byte(h >> 16)
-	}
-	return b
-}
+// spec is a tensor to generate; its bytes are a function of its name.
+type spec = formattest.Spec
 
 // generate plans specs with opts and writes the files.
 func generate(t testing.TB, specs []spec, opts PlanOptions) map[string][]byte {
 	t.Helper()
-	tensors := make([]formats.Tensor, len(specs))
-	data := make([][]byte, len(specs))
-	for i, s := range specs {
-		tensors[i] = s.tensor(t)
-		data[i] = content(s.name, tensors[i].Size)
-	}
-	l, err := Plan(tensors, opts)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	files, err := formattest.Materialize(l, data)
-	if err != nil {
-		t.Fatalf("Materialize: %v", err)
-	}
-	return files
+	return formattest.Generate(t, specs, TensorSize, func(ts []formats.Tensor) (*formats.Layout, error) { return Plan(ts, opts) })
 }
 
 func parseFiles(files map[string][]byte) (*formats.Layout, error) {
@@ -77,22 +37,22 @@ func parseFiles(files map[string][]byte) (*formats.Layout, error) {
 // Small generated models shared by the tests.
 var (
 	mixedSpecs = []spec{
-		{"embed.weight", "BF16", []int64{16, 8}},
-		{"layers.0.scale", "F32", []int64{8}},
-		{"layers.0.packed", "F4", []int64{4, 6}},
-		{"layers.0.f6", "F6_E2M3", []int64{4}},
-		{"step", "I64", []int64{}},
-		{"empty", "F16", []int64{0, 3}},
-		{"mask", "BOOL", []int64{5}},
-		{"ñame/ü", "F8_E4M3", []int64{3}},
+		{Name: "embed.weight", DType: "BF16", Shape: []int64{16, 8}},
+		{Name: "layers.0.scale", DType: "F32", Shape: []int64{8}},
+		{Name: "layers.0.packed", DType: "F4", Shape: []int64{4, 6}},
+		{Name: "layers.0.f6", DType: "F6_E2M3", Shape: []int64{4}},
+		{Name: "step", DType: "I64", Shape: []int64{}},
+		{Name: "empty", DType: "F16", Shape: []int64{0, 3}},
+		{Name: "mask", DType: "BOOL", Shape: []int64{5}},
+		{Name: "ñame/ü", DType: "F8_E4M3", Shape: []int64{3}},
 	}
 	shardSpecs = []spec{
-		{"model.embed.weight", "F16", []int64{32, 4}}, // 256 bytes
-		{"model.layers.0.w", "F32", []int64{16}},      // 64
-		{"model.layers.0.b", "F32", []int64{16}},      // 64
-		{"model.layers.1.w", "F32", []int64{40}},      // 160
-		{"model.norm", "F32", []int64{4}},             // 16
-		{"lm_head", "F16", []int64{200}},              // 400: over the limit alone
+		{Name: "model.embed.weight", DType: "F16", Shape: []int64{32, 4}}, // 256 bytes
+		{Name: "model.layers.0.w", DType: "F32", Shape: []int64{16}},      // 64
+		{Name: "model.layers.0.b", DType: "F32", Shape: []int64{16}},      // 64
+		{Name: "model.layers.1.w", DType: "F32", Shape: []int64{40}},      // 160
+		{Name: "model.norm", DType: "F32", Shape: []int64{4}},             // 16
+		{Name: "lm_head", DType: "F16", Shape: []int64{200}},              // 400: over the limit alone
 	}
 	shardOpts = PlanOptions{MaxShardSize: 300, Metadata: map[string]string{"format": "pt"}}
 )

@@ -183,7 +183,7 @@ func TestParseLayout(t *testing.T) {
 	}
 	for i, s := range mixedSpecs {
 		tn, e := l.Tensors[i], f.Extents[i+1]
-		if tn.Name != s.name || tn.DType != s.dtype || !slices.Equal(tn.Shape, s.shape) {
+		if tn.Name != s.Name || tn.DType != s.DType || !slices.Equal(tn.Shape, s.Shape) {
 			t.Errorf("tensor %d: %+v, want %+v", i, tn, s)
 		}
 		if e.Kind != formats.TensorData || e.Tensor != i || e.Size != tn.Size {

@@ -68,7 +68,7 @@ func TestPlanMatchesReferenceWriter(t *testing.T) {
 func TestPlanShards(t *testing.T) {
 	tensors := make([]formats.Tensor, len(shardSpecs))
 	for i, s := range shardSpecs {
-		tensors[i] = s.tensor(t)
+		tensors[i] = s.Tensor(t, TensorSize)
 	}
 	l, err := Plan(tensors, shardOpts)
 	if err != nil {

@@ -244,10 +244,10 @@ func checkTagFree(st *store.Store, opts Options, d objects.Digest) error {
 }
 
 // DefaultName is the ref name an add uses without --name: the base name of
-// the path, without a container extension.
+// the path, without a container extension (codecs.Extensions).
 func DefaultName(path string) string {
 	base := filepath.Base(filepath.Clean(path))
-	for _, ext := range []string{".safetensors", ".gguf", ".onnx", ".tar.gz", ".bin", ".pt", ".pth"} {
+	for _, ext := range codecs.Extensions() {
 		if strings.HasSuffix(strings.ToLower(base), ext) && len(base) > len(ext) {
 			return base[:len(base)-len(ext)]
 		}
@@ -329,7 +329,7 @@ func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]f
 	var out []fileWork
 	inLayout := map[string]bool{}
 	for _, f := range l.Files {
-		if err := checkCoverage(f, len(l.Tensors)); err != nil {
+		if err := checkCoverage(f, l.Tensors); err != nil {
 			return nil, err
 		}
 		inLayout[f.Path] = true
@@ -358,11 +358,13 @@ func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]f
 	return out, nil
 }
 
-// checkCoverage makes sure a codec's extents tile the file exactly.
-func checkCoverage(f formats.File, tensors int) error {
+// checkCoverage makes sure a codec's extents tile the file exactly, and
+// that each tensor extent is one whole tensor (formattest.CheckLayout's
+// rule too).
+func checkCoverage(f formats.File, tensors []formats.Tensor) error {
 	var off int64
 	for _, e := range f.Extents {
-		if e.Offset != off || e.Size < 0 || e.Kind == formats.TensorData && (e.Tensor < 0 || e.Tensor >= tensors) {
+		if e.Offset != off || e.Size < 0 || e.Kind == formats.TensorData && (e.Tensor < 0 || e.Tensor >= len(tensors) || e.Size != tensors[e.Tensor].Size) {
 			return fmt.Errorf("add: codec layout of %s is inconsistent at byte %d", f.Path, off)
 		}
 		off += e.Size

@@ -93,7 +93,7 @@ func sameFile(a, b *formats.File) bool {
 	for i := range a.Extents {
 		x, y := &a.Extents[i], &b.Extents[i]
 		if x.Kind != y.Kind || x.Offset != y.Offset || x.Size != y.Size || x.Tensor != y.Tensor ||
-			!bytes.Equal(x.Bytes, y.Bytes) || (x.Bytes == nil) != (y.Bytes == nil) || !slices.Equal(x.CRC32s, y.CRC32s) {
+			!bytes.Equal(x.Bytes, y.Bytes) || (x.Bytes == nil) != (y.Bytes == nil) || !sameSlots(x.CRC32s, y.CRC32s) {
 			return false
 		}
 	}
@@ -369,4 +369,11 @@ func (f *recordingFile) finish() error {
 		}
 	}
 	return nil
+}
+
+// sameSlots compares two files' CRC-32 slots, their prefixes included.
+func sameSlots(a, b []formats.CRC32Slot) bool {
+	return slices.EqualFunc(a, b, func(x, y formats.CRC32Slot) bool {
+		return x.At == y.At && x.Tensor == y.Tensor && x.Size == y.Size && bytes.Equal(x.Prefix, y.Prefix)
+	})
 }

@@ -1,5 +1,9 @@
-// Package codecs lists the container formats this build knows, so that add
-// can find a model's format and checkout can find a writer.
+// Package codecs is the one registry of the container formats this build
+// knows: a typed list, in add's order of preference. Add finds a model's
+// format here, checkout its planner, show and diff a format's details, the
+// CLI the codecs' own limit flags; each through the optional interfaces of
+// package formats, which the registry's test checks every codec implements
+// as it claims. A new format is a folder under formats/ and one entry here.
 package codecs
 
 import (
@@ -8,6 +12,7 @@ import (
 	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/mpk"
+	"github.com/mstore/mstore/formats/npz"
 	"github.com/mstore/mstore/formats/onnx"
 	"github.com/mstore/mstore/formats/pytorch"
 	"github.com/mstore/mstore/formats/safetensors"
@@ -19,7 +24,7 @@ import (
 // files are kept as opaque files. ONNX comes before PyTorch because its
 // external data files (often *.bin) are in its layout, so PyTorch's claim
 // on *.bin does not count there.
-var all = []formats.Codec{safetensors.Codec, gguf.Codec, onnx.Codec, pytorch.Codec, mpk.Codec}
+var all = []formats.Codec{safetensors.Codec, gguf.Codec, onnx.Codec, pytorch.Codec, mpk.Codec, npz.Codec}
 
 // All returns every codec, in a fixed order.
 func All() []formats.Codec { return all }
@@ -41,4 +46,39 @@ func Describe() string {
 		names = append(names, c.Name())
 	}
 	return "this build takes: " + strings.Join(names, ", ")
+}
+
+// Planners names the formats checkout writes.
+func Planners() string {
+	var names []string
+	for _, c := range all {
+		if _, ok := c.(formats.Planner); ok {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Extensions are the file name endings of every codec's containers
+// (formats.Named), which an add's default ref name drops.
+func Extensions() []string {
+	var out []string
+	for _, c := range all {
+		if n, ok := c.(formats.Named); ok {
+			out = append(out, n.Extensions()...)
+		}
+	}
+	return out
+}
+
+// LimitFlags are the add flags of every codec's own limits
+// (formats.LimitDeclarer).
+func LimitFlags() []formats.LimitFlag {
+	var out []formats.LimitFlag
+	for _, c := range all {
+		if d, ok := c.(formats.LimitDeclarer); ok {
+			out = append(out, d.LimitFlags()...)
+		}
+	}
+	return out
 }

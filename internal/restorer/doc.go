@@ -1,5 +1,9 @@
 // Package restorer checks a model version out of a store into a directory:
-// byte-identical as it was added, or re-laid-out by its codec's planner.
+// byte-identical as it was added, or re-laid-out by the target codec's
+// planner (formats.Planner, found at internal/codecs). The restorer selects
+// the tensors (through the source codec's formats.Expander, when it has
+// one), asks the source what it carries (formats.Exporter), and writes and
+// verifies what the planner returns; it holds no rule of any one format.
 //
 // Every blob is verified against its digest. A file written back in its
 // manifest's own layout, or re-laid-out with no byte computed as it is

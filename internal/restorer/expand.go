@@ -1,36 +1,17 @@
 package restorer
 
 import (
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/objects"
 )
-
-// Expanded is a tensor of a version as its users see it. Most are stored
-// as they are; a format whose containers store something else (PyTorch:
-// one storage shared by several tensors, strided views of a storage) says
-// which stored tensor holds the bytes and how to read them out.
-type Expanded struct {
-	// Tensor is the tensor as users see it. When From is set, its Digest
-	// and Chunks are unknown (zero) until it is written.
-	Tensor objects.Tensor
-	// From, when set, is the stored tensor whose bytes Read turns into
-	// Tensor's.
-	From *objects.Tensor
-	Read Transform
-}
-
-// expanders list, by source format, the tensors a re-layout of a version
-// writes, in order. Formats without one write their stored tensors. A
-// format registers its own from its planner's file. Every planner then
-// sees the expanded tensors as PlanRequest.Tensors, and --tensors selects
-// among them.
-var expanders = map[string]func(m *objects.Manifest, opts Options) ([]Expanded, error){}
 
 // selectTensors returns the tensors of m a re-layout writes (those that
 // --tensors selects), and, by name, the ones read out of another stored
 // tensor.
 func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[string]Expanded, error) {
 	var selected []objects.Tensor
-	expand := expanders[m.Format]
+	c, _ := codecByName(m.Format)
+	expand, _ := c.(formats.Expander)
 	if expand == nil {
 		for _, t := range m.Tensors {
 			if len(opts.Tensors) == 0 || MatchAny(opts.Tensors, t.Name) {
@@ -39,7 +20,7 @@ func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[str
 		}
 		return selected, nil, nil
 	}
-	all, err := expand(m, opts)
+	all, err := expand.Expand(m, opts.write())
 	if err != nil {
 		return nil, nil, err
 	}

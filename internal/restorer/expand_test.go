@@ -19,7 +19,7 @@ import (
 
 // halves is an expander that shows, beside every stored tensor, a tensor
 // made of its first half: a view read out of the stored one.
-func halves(m *objects.Manifest, opts Options) ([]Expanded, error) {
+func halves(m *objects.Manifest, opts formats.WriteOptions) ([]Expanded, error) {
 	var out []Expanded
 	for _, t := range m.Tensors {
 		out = append(out, Expanded{Tensor: t})
@@ -58,8 +58,7 @@ func tensorsIn(t *testing.T, dir string) map[string][]byte {
 // view is read out of its stored tensor, then cast by --dtype.
 func TestExpandedTensorsAreReadOutOfStoredOnes(t *testing.T) {
 	st, _, d := added(t, testmodel.Spec{Layers: 1, Hidden: 16, Vocab: 64, DType: "F32", Seed: 9})
-	expanders["safetensors"] = halves
-	defer delete(expanders, "safetensors")
+	withCodecs(t, expanding{Planner: safetensors.Codec.(formats.Planner), expand: halves})
 
 	full := filepath.Join(t.TempDir(), "full")
 	if _, err := Checkout(context.Background(), st, d, full, Options{DType: "f16", Clamp: true}); err != nil {

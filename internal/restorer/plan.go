@@ -2,12 +2,10 @@ package restorer
 
 import (
 	"fmt"
-	"regexp"
-	"sort"
-	"strings"
+	"io"
 
 	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
@@ -36,10 +34,15 @@ type derived struct {
 	digest    *objects.Digest
 }
 
-// Transform computes a written tensor's bytes from the stored bytes of its
-// source tensor: a dtype cast, a strided view made contiguous. It must be
-// deterministic and must refuse (lossy_conversion) what it cannot represent.
-type Transform func(src []byte) ([]byte, error)
+// The planning types are the codecs' (formats/checkout.go): each format
+// plans its own writes (formats.Planner) and the restorer writes and
+// verifies what they plan.
+type (
+	Transform   = formats.Transform
+	Planned     = formats.Planned
+	PlanRequest = formats.PlanRequest
+	Expanded    = formats.Expanded
+)
 
 // planFile is one output file.
 type planFile struct {
@@ -47,7 +50,7 @@ type planFile struct {
 	size   int64
 	want   *objects.Digest // the file's digest when it is known in advance
 	pieces []piece
-	// encoding, when set, is the canonical encoding (encoders) a stored
+	// encoding, when set, is the canonical encoding (encoderFor) a stored
 	// compressed file is written in; pieces and want are its decoded bytes.
 	encoding string
 	// stored: the file is written in its manifest's own layout, blobs and
@@ -69,6 +72,16 @@ type plan struct {
 	tree bool
 }
 
+// encoded reports whether a file is written through an encoder.
+func (p *plan) encoded() bool {
+	for _, f := range p.files {
+		if f.encoding != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *plan) bytes() int64 {
 	var n int64
 	for _, f := range p.files {
@@ -77,43 +90,9 @@ func (p *plan) bytes() int64 {
 	return n
 }
 
-// A planner lays tensors out as the files of one container format, with no
-// I/O: frame extents carry their bytes, tensor extents index the planned
-// layout's tensors. Each format's planner lives in its own file and
-// registers itself in planners.
-type planner func(req PlanRequest) (*Planned, error)
-
-// Planned is a planner's answer.
-type Planned struct {
-	Layout *formats.Layout
-	// Sources[i] is the stored tensor whose bytes fill Layout.Tensors[i]. A
-	// nil Sources means Layout.Tensors[i] is req.Tensors[i], byte for byte.
-	Sources []objects.Tensor
-	// Transforms[i], when non-nil, makes tensor i's bytes from its source's
-	// (then Layout.Tensors[i] may have another dtype, shape or size).
-	Transforms []Transform
-	// Tree says the layout is a plain tree of files that no codec reads
-	// back (an extracted MPK archive): each file must be exactly one
-	// untransformed tensor, and is checked against that tensor's digest as
-	// it is written rather than parsed again.
-	Tree bool
-}
-
-// PlanRequest is what a planner gets: the version being checked out, the
-// tensors to write (in manifest order) and the user's options.
-type PlanRequest struct {
-	Source  *objects.Manifest
-	Tensors []objects.Tensor
-	Options Options
-	// Frames returns the bytes of the frame extents of Source's file at
-	// path, one entry per extent (zeros for zero extents, nil for tensor
-	// extents), each blob verified: for planners that rewrite a
-	// container's frame (ONNX's protobuf). More than limit bytes of frames
-	// is size_limit_exceeded.
-	Frames func(path string, limit int64) ([][]byte, error)
-}
-
-var planners = map[string]planner{"safetensors": planSafetensors}
+// codecByName finds the codec of a format: the registry's (tests give
+// their own).
+var codecByName = codecs.ByName
 
 // makePlan decides what to write: the files as added, or a new layout made
 // by the target format's planner.
@@ -122,14 +101,19 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if target == "" {
 		target = m.Format
 	}
-	layOut := planners[target]
+	c, _ := codecByName(target)
+	layOut, _ := c.(formats.Planner)
 	if layOut == nil {
-		return nil, errs.New(errs.UnsupportedVersion, "checkout", "this build cannot write %s (it writes %s)", target, plannerNames())
+		return nil, errs.New(errs.UnsupportedVersion, "checkout", "this build cannot write %s (it writes %s)", target, codecs.Planners())
+	}
+	wo := opts.write()
+	if err := formats.CheckHonoured(layOut, wo); err != nil {
+		return nil, err
 	}
 	if err := ValidPatterns(opts.Tensors); err != nil {
 		return nil, err
 	}
-	p := &plan{format: target, relayout: target != m.Format || opts.relayout()}
+	p := &plan{format: target, relayout: target != m.Format || wo.Relayout()}
 	if !p.relayout {
 		p.tensors = m.Tensors
 		for _, f := range m.Files {
@@ -145,7 +129,13 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if len(selected) == 0 {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
 	}
-	planned, err := layOut(PlanRequest{Source: m, Tensors: selected, Options: opts, Frames: frames})
+	req := PlanRequest{Source: m, Tensors: selected, Options: wo, Frames: frames}
+	if target != m.Format {
+		if req.From, err = exportFrom(req, layOut); err != nil {
+			return nil, err
+		}
+	}
+	planned, err := layOut.PlanCheckout(req)
 	if err != nil {
 		return nil, err
 	}
@@ -217,60 +207,29 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 	return nil
 }
 
-func plannerNames() string {
-	var names []string
-	for n := range planners {
-		names = append(names, n)
+// exportFrom is what the source format of req carries into target, or
+// its refusal; a source without an Exporter carries nothing.
+func exportFrom(req PlanRequest, target formats.Planner) (*formats.Export, error) {
+	c, _ := codecByName(req.Source.Format)
+	ex, ok := c.(formats.Exporter)
+	if !ok {
+		return nil, nil
 	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+	keeper, _ := target.(formats.MetaKeeper)
+	return ex.Export(req, target.Name(), keeper != nil && keeper.KeepsMeta())
 }
 
-// planSafetensors writes the tensors as SafeTensors, sharded at
-// --max-shard-size, with the source's __metadata__.
-func planSafetensors(req PlanRequest) (*Planned, error) {
-	var meta map[string]string
-	name := ""
-	if req.Source.Format == "safetensors" {
-		for _, f := range req.Source.Files {
-			if f.Role == objects.RoleContainer {
-				meta, name = f.Meta, baseName(f.Path)
-				break
+// encoderFor is the canonical writer of a stored file's encoding, from
+// the codec that stores such files, or nil.
+func encoderFor(encoding string) func(io.Writer) io.WriteCloser {
+	for _, c := range codecs.All() {
+		if e, ok := c.(formats.Encoder); ok {
+			if w, ok := e.Encoding(encoding); ok {
+				return w
 			}
 		}
-	} else if from := safetensorsFrom[req.Source.Format]; from != nil {
-		var err error
-		if name, meta, err = from(req); err != nil {
-			return nil, err
-		}
 	}
-	in, tr, err := castTensors(req.Tensors, req.Options) // --dtype
-	if err != nil {
-		return nil, err
-	}
-	l, err := safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
-	if err != nil {
-		return nil, err
-	}
-	return &Planned{Layout: l, Transforms: tr}, nil
-}
-
-// safetensorsFrom lets a source format say what a SafeTensors checkout of
-// its versions is named and carries as __metadata__ (GGUF keeps its
-// key/values there), or refuse it (quantized tensors, which SafeTensors
-// cannot hold). A format registers its own from its planner's file.
-var safetensorsFrom = map[string]func(req PlanRequest) (name string, meta map[string]string, err error){}
-
-// shardSuffix matches "-00001-of-00003.safetensors".
-var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}\.safetensors$`)
-
-// baseName is the name a re-layout keeps: "adapters.safetensors" and
-// "model-00001-of-00002.safetensors" give "adapters" and "model".
-func baseName(p string) string {
-	if loc := shardSuffix.FindStringIndex(p); loc != nil {
-		return p[:loc[0]]
-	}
-	return strings.TrimSuffix(p, ".safetensors")
+	return nil
 }
 
 // storedFile is a file of the manifest written back exactly.

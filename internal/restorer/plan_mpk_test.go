@@ -200,23 +200,37 @@ func TestWriterEncodes(t *testing.T) {
 	}
 }
 
-// A link planted in the checkout's temp dir cannot lead a write out of it.
+// A link planted in the checkout's temp dir (a class folder, or the file
+// itself, as a racing process could) cannot lead a write out of it: this is
+// the one extraction path (checkout --extract), so MPK's safety tests run
+// here.
 func TestWriterStaysInItsRoot(t *testing.T) {
-	parent := t.TempDir()
-	root, outside := filepath.Join(parent, "root"), filepath.Join(parent, "outside")
-	for _, d := range []string{root, outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	for _, plant := range []string{"etc", "etc/x.json"} {
+		parent := t.TempDir()
+		root, outside := filepath.Join(parent, "root"), filepath.Join(parent, "outside")
+		for _, d := range []string{root, outside, filepath.Join(root, "etc")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if plant == "etc" {
+			os.Remove(filepath.Join(root, "etc"))
+		}
+		if err := os.Symlink(filepath.Join(outside, filepath.Base(plant)), filepath.Join(root, plant)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "etc")); err != nil {
-		t.Fatal(err)
-	}
-	f := planFile{path: "etc/x.json", size: 2, pieces: []piece{{literal: []byte("{}"), size: 2}}}
-	if err := writeFile(context.Background(), nil, f, root, 1, nil); err == nil {
-		t.Error("a write followed a link out of its root")
-	}
-	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
-		t.Errorf("written outside the root: %v", entries)
+		if plant == "etc" {
+			os.Mkdir(filepath.Join(outside, "etc"), 0o755)
+		}
+		f := planFile{path: "etc/x.json", size: 2, pieces: []piece{{literal: []byte("{}"), size: 2}}}
+		if err := writeFile(context.Background(), nil, f, root, 1, nil); err == nil {
+			t.Errorf("%s: a write followed a link out of its root", plant)
+		}
+		if entries, _ := os.ReadDir(outside); plant == "etc" && len(entries) != 1 || plant != "etc" && len(entries) != 0 {
+			t.Errorf("%s: written outside the root: %v", plant, entries)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(outside, "etc")); plant == "etc" && len(entries) != 0 {
+			t.Errorf("%s: written outside the root: %v", plant, entries)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/objects"
@@ -29,8 +30,8 @@ type Options struct {
 	// Tensors, when non-empty, selects the tensors whose names match one of
 	// these glob patterns (path.Match syntax).
 	Tensors []string
-	// Format options of the other codecs are added beside MaxShardSize; each
-	// one that asks for a new layout is listed in relayout().
+	// Format options of the other codecs are added beside MaxShardSize, and
+	// in write() and formats.WriteOptions.
 
 	// Alignment, when > 0, is the data alignment of the written files (a
 	// power of two; GGUF's general.alignment; ONNX: the tensors' offsets
@@ -69,12 +70,13 @@ type Options struct {
 	Progress progress.Reporter
 }
 
-// relayout reports whether the options ask for another layout than the one
-// added.
-func (o Options) relayout() bool {
-	return o.MaxShardSize > 0 || len(o.Tensors) > 0 ||
-		o.Alignment > 0 || o.SplitMaxTensors > 0 || o.SplitMaxSize > 0 || o.DType != "" ||
-		o.ExternalData != "" || o.InlineData || o.SizeThreshold > 0 || o.Extract
+// write is what of o the planners see. Which of them a target honours is
+// the target codec's to say (formats.Planner.Honours).
+func (o Options) write() formats.WriteOptions {
+	return formats.WriteOptions{MaxShardSize: o.MaxShardSize, Tensors: o.Tensors, Alignment: o.Alignment,
+		ExternalData: o.ExternalData, InlineData: o.InlineData, SizeThreshold: o.SizeThreshold,
+		SplitMaxTensors: o.SplitMaxTensors, SplitMaxSize: o.SplitMaxSize, DType: o.DType, Clamp: o.Clamp,
+		DropNonTensors: o.DropNonTensors, Extract: o.Extract}
 }
 
 // Result describes a checkout.
@@ -86,6 +88,11 @@ type Result struct {
 	Tensors  int            `json:"tensors"`
 	Bytes    int64          `json:"bytes"`
 	Relayout bool           `json:"relayout"` // false: byte-identical to what was added
+	// Tree: the files are a plain tree (an extracted archive), each checked
+	// against its stored digest. Encoded: a stored file was written
+	// through its format's canonical encoder (an MPK archive's gzip).
+	Tree    bool `json:"tree,omitempty"`
+	Encoded bool `json:"encoded,omitempty"`
 	// RemovedLeftovers are what killed checkouts had left beside DEST and
 	// this one removed.
 	RemovedLeftovers []string `json:"removed_leftovers,omitempty"`
@@ -132,7 +139,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	res := &Result{Digest: d, Dest: dest, Format: p.format, Files: len(p.files), Tensors: len(p.tensors),
-		Bytes: p.bytes(), Relayout: p.relayout, RemovedLeftovers: cleanLeftovers(parent)}
+		Bytes: p.bytes(), Relayout: p.relayout, Tree: p.tree, Encoded: p.encoded(), RemovedLeftovers: cleanLeftovers(parent)}
 	w, err := newWorkDir(parent, filepath.Base(dest))
 	if err != nil {
 		return nil, err

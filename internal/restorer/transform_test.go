@@ -18,8 +18,8 @@ import (
 
 // A planner whose tensors are made by transforms: each tensor's bytes are
 // reversed, and the model's first tensor is refused when refuse is set.
-func reversingPlanner(refuse bool) planner {
-	return func(req PlanRequest) (*Planned, error) {
+func reversingPlanner(name string, refuse bool) formats.Codec {
+	return testPlanner{Codec: safetensors.Codec, name: name, plan: func(req PlanRequest) (*Planned, error) {
 		in := make([]formats.Tensor, len(req.Tensors))
 		tr := make([]Transform, len(req.Tensors))
 		for i, t := range req.Tensors {
@@ -39,15 +39,12 @@ func reversingPlanner(refuse bool) planner {
 		}
 		l.Format = "safetensors"
 		return &Planned{Layout: l, Transforms: tr}, nil
-	}
+	}}
 }
 
 func TestTransformedTensorsAreWrittenAndVerified(t *testing.T) {
 	st, dir, d := added(t, testmodel.Spec{Layers: 1, Hidden: 64, Vocab: 20000, DType: "F32", Seed: 5})
-	planners["test-reversed"] = reversingPlanner(false)
-	planners["test-refused"] = reversingPlanner(true)
-	defer delete(planners, "test-reversed")
-	defer delete(planners, "test-refused")
+	withCodecs(t, reversingPlanner("test-reversed", false), reversingPlanner("test-refused", true))
 
 	dest := filepath.Join(t.TempDir(), "out")
 	res, err := Checkout(context.Background(), st, d, dest, Options{Format: "test-reversed"})

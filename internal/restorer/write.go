@@ -34,11 +34,6 @@ type pieceSource interface {
 	derive(pc piece) ([]byte, error)
 }
 
-// encoders make the canonical encoding of a compressed file (its
-// Meta[formats.MetaCompression], e.g. MPK's "gzip-canonical"). The format
-// that stores such files registers its encoder beside its planner.
-var encoders = map[string]func(io.Writer) io.WriteCloser{}
-
 // writeFile writes f under root in order, hashing it on the way, while up to
 // window blob reads (each verified against its digest) run ahead of it. A
 // file with an encoding is hashed as planned (its decoded stream, which the
@@ -48,7 +43,7 @@ var encoders = map[string]func(io.Writer) io.WriteCloser{}
 func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, window int, prog progress.Reporter) (err error) {
 	var encode func(io.Writer) io.WriteCloser
 	if f.encoding != "" {
-		if encode = encoders[f.encoding]; encode == nil {
+		if encode = encoderFor(f.encoding); encode == nil {
 			return errs.New(errs.UnsupportedVersion, "checkout", "%s: this build cannot write the encoding %q", f.path, f.encoding)
 		}
 	}
@@ -155,7 +150,7 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 				if s.At < 0 || s.At > len(b)-4 {
 					return fmt.Errorf("checkout: %s: CRC-32 slot at %d of a %d-byte frame", f.path, s.At, len(b))
 				}
-				binary.LittleEndian.PutUint32(b[s.At:], crcs[s.Tensor])
+				binary.LittleEndian.PutUint32(b[s.At:], s.Value(crcs[s.Tensor]))
 			}
 			err = write(b)
 		case pc.literal != nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/internal/testmodel"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/store"
 )
@@ -90,7 +91,7 @@ func Checkout(st *store.Store, d objects.Digest) (map[string][]byte, error) {
 // RequireCheckout fails unless version name checks out as m's files.
 func RequireCheckout(t T, st *store.Store, name string, m Model) {
 	t.Helper()
-	d, err := st.Resolve(name)
+	d, err := names.Resolve(st, name)
 	if err != nil {
 		t.Fatalf("resolve %s: %v", name, err)
 	}
@@ -119,7 +120,7 @@ func SameFiles(a, b map[string][]byte) bool {
 // Fsck runs fsck and fails on an error or on anything missing or corrupt.
 func Fsck(t T, st *store.Store, opts store.FsckOptions) *store.FsckReport {
 	t.Helper()
-	r, err := st.Fsck(context.Background(), opts)
+	r, err := names.Fsck(context.Background(), st, opts)
 	if err != nil {
 		t.Fatalf("fsck: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/names"
 	"github.com/mstore/mstore/objects"
 	"github.com/mstore/mstore/refs"
 	"github.com/mstore/mstore/store"
@@ -42,7 +43,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if spec.Kind != refs.KindRef && spec.Kind != refs.KindTag {
 		return nil, errs.New(errs.SchemaError, "push", "%q: push takes NAME or NAME:TAG", o.Version)
 	}
-	d, err := st.Resolve(o.Version)
+	d, err := names.Resolve(st, o.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -1,98 +1,74 @@
-package restorer
+package pytorch
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/mstore/mstore/formats/gguf"
-	"github.com/mstore/mstore/formats/pytorch"
+	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/cast"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
 
-func init() {
-	planners["pytorch"] = planPyTorch
-	expanders["pytorch"] = expandPyTorch
+// Honours: checkpoints are sharded as transformers shards them, and cast.
+func (codec) Honours() []formats.Option {
+	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp}
 }
 
-// planPyTorch writes the tensors as torch.save checkpoints that
+// Extensions are stripped from an added file's name for its ref name.
+func (codec) Extensions() []string { return []string{".bin", ".pt", ".pth"} }
+
+// PlanCheckout writes the tensors as torch.save checkpoints that
 // torch.load(weights_only=True) reads, each tensor in its own storage,
 // sharded at --max-shard-size as transformers shards them; --dtype casts.
 // A PyTorch version keeps its file name (or its shards' prefix); others
 // become pytorch_model.bin.
-func planPyTorch(req PlanRequest) (*Planned, error) {
+func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err := pytorchLoss(req); err != nil {
 		return nil, err
 	}
-	in, tr, err := castTensors(req.Tensors, req.Options)
+	in, tr, err := cast.Tensors(req.Tensors, req.Options)
 	if err != nil {
 		return nil, err
 	}
-	l, err := pytorch.Plan(in, pytorch.PlanOptions{File: pytorchFile(req.Source), MaxShardSize: req.Options.MaxShardSize})
+	l, err := Plan(in, PlanOptions{File: pytorchFile(req.Source), MaxShardSize: req.Options.MaxShardSize})
 	if err != nil {
 		return nil, err
 	}
-	return &Planned{Layout: l, Transforms: tr}, nil
+	return &formats.Planned{Layout: l, Transforms: tr}, nil
 }
 
 // pytorchLoss refuses (lossy_conversion) what a checkpoint of plain
-// tensors cannot keep: quantized GGUF tensors, and, unless DropNonTensors
-// is set, what the source keeps beside its tensors: a GGUF model's
-// key/values (tokenizer, chat template, hyper-parameters) and SafeTensors'
-// __metadata__ (other than the "format" marker, which says the tensors
-// came from PyTorch). A PyTorch source's own values are checked by
-// expandPyTorch.
-func pytorchLoss(req PlanRequest) error {
-	var quantized []objects.Tensor
+// tensors cannot keep: tensors of dtypes torch lacks (GGUF's quantized
+// types), and, unless DropNonTensors is set, what another format's
+// version keeps beside its tensors (its Export's Kept: GGUF key/values,
+// SafeTensors __metadata__). A PyTorch source's own values are checked by
+// Expand.
+func pytorchLoss(req formats.PlanRequest) error {
+	var lacking []objects.Tensor
 	for _, t := range req.Tensors {
-		if gguf.IsQuantized(t.DType) {
-			quantized = append(quantized, t)
+		if _, ok := torchName(t.DType); !ok {
+			lacking = append(lacking, t)
 		}
 	}
-	if len(quantized) > 0 {
+	if len(lacking) > 0 {
 		return errs.New(errs.LossyConversion, "checkout",
-			"PyTorch has no quantized ggml types, %d tensors would be lost: %s (keep --format gguf, or leave them out with --tensors)",
-			len(quantized), describeDTypes(quantized))
+			"PyTorch has no dtype for %d tensors, they would be lost: %s (keep --format %s, or leave them out with --tensors)",
+			len(lacking), formats.DescribeDTypes(lacking), req.Source.Format)
 	}
-	if req.Options.DropNonTensors {
+	if req.Options.DropNonTensors || req.From == nil || len(req.From.Kept) == 0 {
 		return nil
 	}
-	var kept []string
-	for _, f := range req.Source.Files {
-		if f.Role != objects.RoleContainer {
-			continue
-		}
-		switch req.Source.Format {
-		case "gguf":
-			if f.Meta[gguf.MetaKV] != "" {
-				kept = append(kept, f.Path+": its GGUF key/values (tokenizer, chat template, hyper-parameters)")
-			}
-		case "safetensors":
-			var keys []string
-			for k := range f.Meta {
-				if k != "format" {
-					keys = append(keys, k)
-				}
-			}
-			if len(keys) > 0 {
-				sort.Strings(keys)
-				kept = append(kept, f.Path+": __metadata__ "+strings.Join(keys, ", "))
-			}
-		}
-	}
-	if len(kept) > 0 {
-		return errs.New(errs.LossyConversion, "checkout",
-			"a PyTorch checkpoint keeps only tensors; this version also holds %s: pass --drop-non-tensors to write the tensors without it",
-			strings.Join(kept, "; "))
-	}
-	return nil
+	return errs.New(errs.LossyConversion, "checkout",
+		"a PyTorch checkpoint keeps only tensors; this version also holds %s: pass --drop-non-tensors to write the tensors without it",
+		strings.Join(req.From.Kept, "; "))
 }
 
 // pytorchFile is the checkpoint name a PyTorch version is written back
 // as: its one file, or its index's name without .index.json.
 func pytorchFile(m *objects.Manifest) string {
-	if m.Format != "pytorch" {
+	if m.Format != Codec.Name() {
 		return ""
 	}
 	var containers []string
@@ -110,13 +86,13 @@ func pytorchFile(m *objects.Manifest) string {
 	return ""
 }
 
-// expandPyTorch lists a PyTorch version's state-dict tensors, file by
+// Expand lists a PyTorch version's state-dict tensors, file by
 // file, in each checkpoint's order: a Layout tensor that is its storage is
 // written as stored; a view is read out of its storage (View.Gather), so
 // that shared storages are resolved and strided views made contiguous.
 // Values that are not tensors cannot be written by any re-layout: unless
 // DropNonTensors is set, they are lossy_conversion.
-func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
+func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.Expanded, error) {
 	byName := make(map[string]int, len(m.Tensors))
 	for i, t := range m.Tensors {
 		byName[t.Name] = i
@@ -124,14 +100,14 @@ func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
 	bad := func(f objects.File, format string, args ...any) error {
 		return errs.New(errs.IntegrityError, "checkout", "%s: checkpoint metadata: "+format, append([]any{f.Path}, args...)...)
 	}
-	var out []Expanded
+	var out []formats.Expanded
 	var other []string
 	otherCount := 0
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
-		fm, err := pytorch.DecodeMeta(f.Meta)
+		fm, err := DecodeMeta(f.Meta)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +122,7 @@ func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
 			}
 		}
 		sort.Ints(owners) // Layout order
-		list := make([]*Expanded, len(owners)+len(fm.Views))
+		list := make([]*formats.Expanded, len(owners)+len(fm.Views))
 		for _, v := range fm.Views {
 			si, ok := byName[v.Storage]
 			if v.At < 0 || v.At >= len(list) || list[v.At] != nil || !ok {
@@ -157,7 +133,7 @@ func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
 				return nil, err
 			}
 			st := m.Tensors[si]
-			x := &Expanded{Tensor: objects.Tensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Size: size}}
+			x := &formats.Expanded{Tensor: objects.Tensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Size: size}}
 			if v.Offset == 0 && v.Contiguous() && size == st.Size {
 				x.Tensor.Digest, x.Tensor.Chunks = st.Digest, st.Chunks // the whole storage, as stored
 			} else {
@@ -171,7 +147,7 @@ func expandPyTorch(m *objects.Manifest, opts Options) ([]Expanded, error) {
 			for list[j] != nil {
 				j++
 			}
-			list[j] = &Expanded{Tensor: m.Tensors[i]}
+			list[j] = &formats.Expanded{Tensor: m.Tensors[i]}
 		}
 		for _, x := range list {
 			out = append(out, *x)

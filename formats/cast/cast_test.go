@@ -1,4 +1,4 @@
-package restorer
+package cast
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
 )
@@ -77,22 +78,22 @@ func TestCastRefusesOverflowUnlessClamped(t *testing.T) {
 	src := binary.LittleEndian.AppendUint16(nil, 0x4780) // BF16 65536
 	src = binary.LittleEndian.AppendUint16(src, 0x3f80)  // 1
 	tensors := []objects.Tensor{{Name: "w", DType: "BF16", Shape: []int64{2}, Size: 4}, {Name: "ids", DType: "I32", Shape: []int64{1}, Size: 4}}
-	out, tr, err := castTensors(tensors, Options{DType: "f16"})
+	out, tr, err := Tensors(tensors, formats.WriteOptions{DType: "f16"})
 	if err != nil || out[0].DType != "F16" || out[0].Size != 4 || tr[0] == nil || tr[1] != nil || out[1].DType != "I32" {
 		t.Fatalf("cast plan %+v %v %v", out, tr, err)
 	}
 	if _, err := tr[0](src); errs.ClassOf(err) != errs.LossyConversion {
 		t.Fatalf("err = %v, want lossy_conversion", err)
 	}
-	_, tr, _ = castTensors(tensors, Options{DType: "F16", Clamp: true})
+	_, tr, _ = Tensors(tensors, formats.WriteOptions{DType: "F16", Clamp: true})
 	got, err := tr[0](src)
 	if err != nil || binary.LittleEndian.Uint16(got) != 0x7bff || binary.LittleEndian.Uint16(got[2:]) != 0x3c00 {
 		t.Fatalf("clamped: %x %v", got, err)
 	}
-	if _, _, err := castTensors(tensors, Options{DType: "int4"}); errs.ClassOf(err) != errs.SchemaError {
+	if _, _, err := Tensors(tensors, formats.WriteOptions{DType: "int4"}); errs.ClassOf(err) != errs.SchemaError {
 		t.Fatalf("err = %v, want schema_error", err)
 	}
-	if out, tr, _ := castTensors(tensors, Options{DType: "bf16"}); tr != nil || out[0].DType != "BF16" {
+	if out, tr, _ := Tensors(tensors, formats.WriteOptions{DType: "bf16"}); tr != nil || out[0].DType != "BF16" {
 		t.Fatalf("a cast to the same dtype transforms: %+v", out)
 	}
 }

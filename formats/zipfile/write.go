@@ -1,4 +1,4 @@
-package pytorch
+package zipfile
 
 import (
 	"encoding/binary"
@@ -7,50 +7,58 @@ import (
 	"github.com/mstore/mstore/formats"
 )
 
-// alignment is where torch.save puts every record's data: a multiple of 64
-// bytes, reached by padding the local header's extra field ("FB" record of
-// 'Z's), as caffe2/serialize/inline_container.cc does.
-const alignment = 64
+// Alignment is where Writer puts every member's data (torch.save's rule,
+// which its .storage_alignment record states): a multiple of 64 bytes,
+// reached by padding the local header's extra field ("FB" record of 'Z's),
+// as caffe2/serialize/inline_container.cc does.
+const Alignment = 64
 
 const max32 = 0xffffffff
 
-// zipWriter lays out a stored zip archive the way torch.save (miniz)
-// writes it: zero times, data descriptors after non-empty members, zip64
+// Writer lays out a stored zip archive, without I/O, the way torch.save
+// (miniz) writes it, which every zip reader (Python's zipfile, numpy.load)
+// reads: zero times, data descriptors after non-empty members, zip64
 // fields only where a value needs them, and a zip64 end record always.
 // Frame bytes accumulate until a tensor's data, which becomes a tensor
 // extent; CRC-32s of tensors are left to the writer as slots.
-type zipWriter struct {
+type Writer struct {
 	file    formats.File
 	frame   []byte
 	slots   []formats.CRC32Slot
 	off     int64 // file offset of the next byte
 	central []centralEntry
-	force64 bool // tests: zip64 fields on every member
+	Force64 bool // tests: zip64 fields on every member
 }
 
 type centralEntry struct {
 	name   string
 	flags  uint16
 	crc    uint32
-	tensor int // CRC slot tensor, or -1 when crc is known
-	size   int64
+	tensor int    // CRC slot tensor, or -1 when crc is known
+	prefix []byte // what the member holds before the tensor (CRC32Slot.Prefix)
+	size   int64  // the member's size
 	header int64
 }
 
-func (w *zipWriter) put(b ...byte) { w.frame = append(w.frame, b...); w.off += int64(len(b)) }
+func (w *Writer) put(b ...byte) { w.frame = append(w.frame, b...); w.off += int64(len(b)) }
 
-func (w *zipWriter) u16(v uint16) { w.put(byte(v), byte(v>>8)) }
-func (w *zipWriter) u32(v uint32) { w.put(binary.LittleEndian.AppendUint32(nil, v)...) }
-func (w *zipWriter) u64(v uint64) { w.put(binary.LittleEndian.AppendUint64(nil, v)...) }
+func (w *Writer) u16(v uint16) { w.put(byte(v), byte(v>>8)) }
+func (w *Writer) u32(v uint32) { w.put(binary.LittleEndian.AppendUint32(nil, v)...) }
+func (w *Writer) u64(v uint64) { w.put(binary.LittleEndian.AppendUint64(nil, v)...) }
 
-// slot reserves 4 bytes for the CRC-32 of a tensor.
-func (w *zipWriter) slot(tensor int) {
-	w.slots = append(w.slots, formats.CRC32Slot{At: len(w.frame), Tensor: tensor})
+// slot reserves 4 bytes for the CRC-32 of a member holding prefix and then
+// a tensor of size bytes.
+func (w *Writer) slot(tensor int, prefix []byte, size int64) {
+	s := formats.CRC32Slot{At: len(w.frame), Tensor: tensor}
+	if len(prefix) > 0 {
+		s.Prefix, s.Size = prefix, size
+	}
+	w.slots = append(w.slots, s)
 	w.put(0, 0, 0, 0)
 }
 
 // flush ends the current frame.
-func (w *zipWriter) flush() {
+func (w *Writer) flush() {
 	if len(w.frame) == 0 {
 		return
 	}
@@ -61,13 +69,13 @@ func (w *zipWriter) flush() {
 }
 
 // header writes a member's local header, padded so that its data starts
-// at a multiple of alignment.
-func (w *zipWriter) header(name string, size int64) (zip64 bool, flags uint16) {
+// at a multiple of Alignment.
+func (w *Writer) header(name string, size int64) (zip64 bool, flags uint16) {
 	flags = 1 << 11 // names are UTF-8
 	if size > 0 {
 		flags |= flagDescriptor
 	}
-	big, far := size >= max32 || w.force64, w.off >= max32 || w.force64
+	big, far := size >= max32 || w.Force64, w.off >= max32 || w.Force64
 	var z64 []byte
 	if big || far {
 		z64 = binary.LittleEndian.AppendUint16(nil, zip64ExtraID)
@@ -88,7 +96,7 @@ func (w *zipWriter) header(name string, size int64) (zip64 bool, flags uint16) {
 		}
 	}
 	start := w.off + localSize + int64(len(name)) + int64(len(z64)) + 4
-	pad := (alignment - start%alignment) % alignment
+	pad := (Alignment - start%Alignment) % Alignment
 	w.u32(sigLocal)
 	w.u16(0) // version needed, as torch writes it
 	w.u16(flags)
@@ -109,13 +117,13 @@ func (w *zipWriter) header(name string, size int64) (zip64 bool, flags uint16) {
 }
 
 // descriptor writes the data descriptor after a non-empty member.
-func (w *zipWriter) descriptor(zip64 bool, crc uint32, tensor int, size int64) {
+func (w *Writer) descriptor(zip64 bool, crc uint32, tensor int, prefix []byte, size int64) {
 	if size == 0 {
 		return
 	}
 	w.u32(sigDescriptor)
 	if tensor >= 0 {
-		w.slot(tensor)
+		w.slot(tensor, prefix, size-int64(len(prefix)))
 	} else {
 		w.u32(crc)
 	}
@@ -128,24 +136,24 @@ func (w *zipWriter) descriptor(zip64 bool, crc uint32, tensor int, size int64) {
 	}
 }
 
-// addBytes adds a member whose content is known.
-func (w *zipWriter) addBytes(name string, data []byte) {
+// AddBytes adds a member whose content is known.
+func (w *Writer) AddBytes(name string, data []byte) {
 	at := w.off
 	zip64, flags := w.header(name, int64(len(data)))
 	w.put(data...)
 	crc := crc32.ChecksumIEEE(data)
-	w.descriptor(zip64, crc, -1, int64(len(data)))
+	w.descriptor(zip64, crc, -1, nil, int64(len(data)))
 	w.central = append(w.central, centralEntry{name: name, flags: flags, crc: crc, tensor: -1, size: int64(len(data)), header: at})
 }
 
-// addTensor adds a member holding Layout.Tensors[tensor]'s size bytes.
-func (w *zipWriter) addTensor(name string, tensor int, size int64) {
+// AddTensor adds a member holding Layout.Tensors[tensor]'s size bytes.
+func (w *Writer) AddTensor(name string, tensor int, size int64) {
 	at := w.off
 	zip64, flags := w.header(name, size)
 	w.flush()
 	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
 	w.off += size
-	w.descriptor(zip64, 0, tensor, size)
+	w.descriptor(zip64, 0, tensor, nil, size)
 	e := centralEntry{name: name, flags: flags, tensor: tensor, size: size, header: at}
 	if size == 0 {
 		e.tensor = -1 // the CRC of nothing is 0
@@ -153,12 +161,29 @@ func (w *zipWriter) addTensor(name string, tensor int, size int64) {
 	w.central = append(w.central, e)
 }
 
-// finish writes the central directory and the end records and returns the
+// AddTensorAfter adds a member holding prefix (an .npy header) and then
+// Layout.Tensors[tensor]'s size bytes; its CRC-32 slots cover both.
+func (w *Writer) AddTensorAfter(name string, prefix []byte, tensor int, size int64) {
+	at, total := w.off, int64(len(prefix))+size
+	zip64, flags := w.header(name, total)
+	w.put(prefix...)
+	w.flush()
+	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
+	w.off += size
+	e := centralEntry{name: name, flags: flags, tensor: tensor, prefix: prefix, size: total, header: at}
+	if size == 0 {
+		e.tensor, e.crc = -1, crc32.ChecksumIEEE(prefix) // known: the prefix alone
+	}
+	w.descriptor(zip64, e.crc, e.tensor, prefix, total)
+	w.central = append(w.central, e)
+}
+
+// Finish writes the central directory and the end records and returns the
 // file's layout.
-func (w *zipWriter) finish(path string) formats.File {
+func (w *Writer) Finish(path string) formats.File {
 	cdStart := w.off
 	for _, e := range w.central {
-		big, far := e.size >= max32 || w.force64, e.header >= max32 || w.force64
+		big, far := e.size >= max32 || w.Force64, e.header >= max32 || w.Force64
 		var z64 []byte
 		if big || far {
 			n := 0
@@ -183,7 +208,7 @@ func (w *zipWriter) finish(path string) formats.File {
 		w.u16(methodStored)
 		w.u32(0) // time and date
 		if e.tensor >= 0 {
-			w.slot(e.tensor)
+			w.slot(e.tensor, e.prefix, e.size-int64(len(e.prefix)))
 		} else {
 			w.u32(e.crc)
 		}

@@ -1,17 +1,9 @@
-package main
+package onnx
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/mstore/mstore/formats/onnx"
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
-
-func init() {
-	formatDetails["onnx"] = showONNX
-}
 
 type onnxModelView struct {
 	Path         string `json:"path"`
@@ -34,12 +26,12 @@ type onnxView struct {
 	DataFiles []onnxDataView  `json:"data_files"`
 }
 
-// showONNX lists each .onnx file (IR version, opsets, producer, how many
+// Describe lists each .onnx file (IR version, opsets, producer, how many
 // tensors it holds, and those kept in the protobuf) and the external data
 // files of the model.
-func showONNX(_ *store.Store, m *objects.Manifest) (string, any, error) {
+func (codec) Describe(m *objects.Manifest) (*formats.Details, error) {
 	v := onnxView{Models: []onnxModelView{}, DataFiles: []onnxDataView{}}
-	var b strings.Builder
+	var blocks []formats.Block
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
@@ -50,23 +42,26 @@ func showONNX(_ *store.Store, m *objects.Manifest) (string, any, error) {
 				n++
 			}
 		}
-		if !onnx.Codec.Claims(f.Path) {
+		if !Codec.Claims(f.Path) {
 			v.DataFiles = append(v.DataFiles, onnxDataView{Path: f.Path, Tensors: n, Size: f.Size})
-			fmt.Fprintf(&b, "external data %s: %d tensors in %s\n", safe(f.Path), n, humanBytes(f.Size))
+			blocks = append(blocks, formats.Line("external data %s: %s tensors in %s", formats.V(f.Path), formats.Vf("%d", n), formats.Size(f.Size)))
 			continue
 		}
-		mv := onnxModelView{Path: f.Path, IRVersion: f.Meta[onnx.MetaIRVersion], Opsets: f.Meta[onnx.MetaOpsets],
-			Producer: f.Meta[onnx.MetaProducer], Inside: n,
-			FrameTensors: f.Meta[onnx.MetaFrameTensors], FrameNames: f.Meta[onnx.MetaFrameTensorNames]}
+		mv := onnxModelView{Path: f.Path, IRVersion: f.Meta[MetaIRVersion], Opsets: f.Meta[MetaOpsets],
+			Producer: f.Meta[MetaProducer], Inside: n,
+			FrameTensors: f.Meta[MetaFrameTensors], FrameNames: f.Meta[MetaFrameTensorNames]}
 		v.Models = append(v.Models, mv)
-		fmt.Fprintf(&b, "model %s: IR %s, opsets %s", safe(mv.Path), safe(mv.IRVersion), safeClipped(mv.Opsets, 400))
+		line := formats.Line("model %s: IR %s, opsets %s", formats.V(mv.Path), formats.V(mv.IRVersion), formats.Clip(mv.Opsets, 400))
 		if mv.Producer != "" {
-			fmt.Fprintf(&b, ", from %s", safeClipped(mv.Producer, 200))
+			line.Format += ", from %s"
+			line.Values = append(line.Values, formats.Clip(mv.Producer, 200))
 		}
-		fmt.Fprintf(&b, "; %d tensors inside\n", n)
+		line.Format += "; %s tensors inside"
+		line.Values = append(line.Values, formats.Vf("%d", n))
+		blocks = append(blocks, line)
 		if mv.FrameTensors != "" {
-			fmt.Fprintf(&b, "  %s tensors kept in the protobuf (int64_data, string_data, …): %s\n", safe(mv.FrameTensors), safe(mv.FrameNames))
+			blocks = append(blocks, formats.Line("  %s tensors kept in the protobuf (int64_data, string_data, …): %s", formats.V(mv.FrameTensors), formats.V(mv.FrameNames)))
 		}
 	}
-	return b.String(), v, nil
+	return &formats.Details{Blocks: blocks, Data: v}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package gguf
 
 import (
 	"fmt"
@@ -7,15 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mstore/mstore/formats/gguf"
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
-
-func init() {
-	formatDetails["gguf"] = showGGUF
-	formatDiffs["gguf"] = diffGGUF
-}
 
 // ggufKVView is one key/value as show prints it: arrays are summarised by
 // their element type, length and first elements.
@@ -41,37 +35,34 @@ const ggufFirstElems = 8
 // take a few KiB; a key/value of megabytes is summarised like an array.
 const maxShownTemplate = 64 << 10
 
-// showGGUF lists each GGUF file's key/values. The chat template is shown
+// Describe lists each GGUF file's key/values. The chat template is shown
 // whole; other strings up to 200 bytes; arrays as type, length and first
 // elements (a tokenizer's 150,000 tokens would drown everything else).
-func showGGUF(_ *store.Store, m *objects.Manifest) (string, any, error) {
-	var b strings.Builder
+func (codec) Describe(m *objects.Manifest) (*formats.Details, error) {
+	var blocks []formats.Block
 	var views []ggufFileView
 	for _, f := range m.Files {
-		if f.Role != objects.RoleContainer || f.Meta[gguf.MetaKV] == "" {
+		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
 			continue
 		}
-		kvs, err := gguf.DecodeKVs([]byte(f.Meta[gguf.MetaKV]))
+		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
-		v := ggufFileView{Path: f.Path, Version: f.Meta[gguf.MetaVersion], Alignment: f.Meta[gguf.MetaAlignment]}
-		fmt.Fprintf(&b, "key/values of %s (GGUF v%s, alignment %s):\n", safe(f.Path), safe(v.Version), safe(v.Alignment))
-		width := 0
+		v := ggufFileView{Path: f.Path, Version: f.Meta[MetaVersion], Alignment: f.Meta[MetaAlignment]}
+		blocks = append(blocks, formats.Line("key/values of %s (GGUF v%s, alignment %s):", formats.V(f.Path), formats.V(v.Version), formats.V(v.Alignment)))
+		var rows [][]formats.Value
 		for _, kv := range kvs {
-			width = max(width, len(safe(kv.Key)))
+			v.KV = append(v.KV, viewKV(kv))
+			rows = append(rows, []formats.Value{formats.V(kv.Key), formats.V(typeLabel(kv.Value)), valueText(kv, true)})
 		}
-		for _, kv := range kvs {
-			kvv := viewKV(kv)
-			v.KV = append(v.KV, kvv)
-			fmt.Fprintf(&b, "  %-*s  %-14s %s\n", width, safe(kv.Key), typeLabel(kv.Value), valueText(kv, true))
-		}
+		blocks = append(blocks, formats.Table(2, rows...))
 		views = append(views, v)
 	}
-	return b.String(), map[string]any{"files": views}, nil
+	return &formats.Details{Blocks: blocks, Data: map[string]any{"files": views}}, nil
 }
 
-func viewKV(kv gguf.KV) ggufKVView {
+func viewKV(kv KV) ggufKVView {
 	v := kv.Value
 	out := ggufKVView{Key: kv.Key, Type: v.Type.String()}
 	if !v.Array {
@@ -86,25 +77,25 @@ func viewKV(kv gguf.KV) ggufKVView {
 }
 
 // elem is element i of v as JSON shows it.
-func elem(v gguf.Value, i int) any {
+func elem(v Value, i int) any {
 	switch v.Type {
-	case gguf.TypeString:
+	case TypeString:
 		return v.Strs[i]
-	case gguf.TypeBool:
+	case TypeBool:
 		return v.Uint(i) != 0
-	case gguf.TypeFloat32, gguf.TypeFloat64:
+	case TypeFloat32, TypeFloat64:
 		f := v.Float(i)
 		if math.IsNaN(f) || math.IsInf(f, 0) { // JSON has no number for them
 			return strconv.FormatFloat(f, 'g', -1, 64)
 		}
 		return f
-	case gguf.TypeInt8, gguf.TypeInt16, gguf.TypeInt32, gguf.TypeInt64:
+	case TypeInt8, TypeInt16, TypeInt32, TypeInt64:
 		return v.Int(i)
 	}
 	return v.Uint(i)
 }
 
-func typeLabel(v gguf.Value) string {
+func typeLabel(v Value) string {
 	if v.Array {
 		return fmt.Sprintf("arr[%s,%d]", v.Type, v.Len())
 	}
@@ -114,7 +105,7 @@ func typeLabel(v gguf.Value) string {
 // valueText prints a value for people: strings quoted (the chat template
 // whole, on its own lines, when full is set), arrays by their first
 // elements.
-func valueText(kv gguf.KV, full bool) string {
+func valueText(kv KV, full bool) formats.Value {
 	v := kv.Value
 	if v.Array {
 		parts := make([]string, 0, ggufFirstElems+1)
@@ -124,26 +115,26 @@ func valueText(kv gguf.KV, full bool) string {
 		if v.Len() > ggufFirstElems {
 			parts = append(parts, "…")
 		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		return formats.V("[" + strings.Join(parts, ", ") + "]")
 	}
-	if full && v.Type == gguf.TypeString && strings.HasPrefix(kv.Key, "tokenizer.chat_template") {
+	if full && v.Type == TypeString && strings.HasPrefix(kv.Key, "tokenizer.chat_template") {
 		tmpl, more := v.Strs[0], ""
 		if len(tmpl) > maxShownTemplate {
 			tmpl = strings.ToValidUTF8(tmpl[:maxShownTemplate], "")
 			more = fmt.Sprintf("\n      … (%d more bytes: --json shows it whole)", len(v.Strs[0])-len(tmpl))
 		}
-		return fmt.Sprintf("(%d bytes)\n      %s%s", len(v.Strs[0]), strings.ReplaceAll(safeLines(tmpl), "\n", "\n      "), more)
+		return formats.Value{S: fmt.Sprintf("(%d bytes)\n%s%s", len(v.Strs[0]), tmpl, more), Lines: true, Indent: 6}
 	}
-	return elemText(v, 0, 200)
+	return formats.V(elemText(v, 0, 200))
 }
 
-func elemText(v gguf.Value, i, limit int) string {
+func elemText(v Value, i, limit int) string {
 	switch v.Type {
-	case gguf.TypeFloat32:
+	case TypeFloat32:
 		return strconv.FormatFloat(v.Float(i), 'g', -1, 32)
-	case gguf.TypeFloat64:
+	case TypeFloat64:
 		return strconv.FormatFloat(v.Float(i), 'g', -1, 64)
-	case gguf.TypeString:
+	case TypeString:
 	default:
 		return fmt.Sprint(elem(v, i))
 	}
@@ -156,27 +147,27 @@ func elemText(v gguf.Value, i, limit int) string {
 
 // ggufModelKVs gives each GGUF model of a version (a file, or the shards of
 // a split, by prefix) its key/values, without the split keys.
-func ggufModelKVs(m *objects.Manifest) (map[string][]gguf.KV, error) {
-	out := map[string][]gguf.KV{}
+func ggufModelKVs(m *objects.Manifest) (map[string][]KV, error) {
+	out := map[string][]KV{}
 	for _, f := range m.Files {
-		if f.Role != objects.RoleContainer || f.Meta[gguf.MetaKV] == "" {
+		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
 			continue
 		}
-		kvs, err := gguf.DecodeKVs([]byte(f.Meta[gguf.MetaKV]))
+		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
 		if err != nil {
 			return nil, err
 		}
 		name := f.Path
-		if prefix, _, n, ok := gguf.ShardOf(f.Path); ok && n > 1 {
+		if prefix, _, n, ok := ShardOf(f.Path); ok && n > 1 {
 			name = prefix + " (split)"
 		}
 		for _, kv := range kvs {
-			if !gguf.IsSplitKey(kv.Key) {
+			if !IsSplitKey(kv.Key) {
 				out[name] = append(out[name], kv)
 			}
 		}
 		if _, ok := out[name]; !ok {
-			out[name] = []gguf.KV{}
+			out[name] = []KV{}
 		}
 	}
 	return out, nil
@@ -191,20 +182,20 @@ type ggufKVChange struct {
 	To     string `json:"to,omitempty"`
 }
 
-// diffGGUF compares the key/values of two GGUF versions, model by model (a
+// Diff compares the key/values of two GGUF versions, model by model (a
 // single model on each side is compared whatever its file name). Tensor
 // changes are the generic diff's; this says whether the tokenizer and the
 // hyper-parameters moved with them.
-func diffGGUF(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
+func (codec) Diff(a, b *objects.Manifest) (*formats.Details, error) {
 	ka, err := ggufModelKVs(a)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	kb, err := ggufModelKVs(b)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	pairs := map[string][2][]gguf.KV{}
+	pairs := map[string][2][]KV{}
 	if len(ka) == 1 && len(kb) == 1 {
 		for na, va := range ka {
 			for nb, vb := range kb {
@@ -212,7 +203,7 @@ func diffGGUF(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
 				if na != nb {
 					name = na + " → " + nb
 				}
-				pairs[name] = [2][]gguf.KV{va, vb}
+				pairs[name] = [2][]KV{va, vb}
 			}
 		}
 	} else {
@@ -243,33 +234,32 @@ func diffGGUF(_ *store.Store, a, b *objects.Manifest) (string, any, error) {
 		}
 	}
 	count := map[string]int{"added": 0, "removed": 0, "changed": 0, "unchanged": unchanged}
-	var t strings.Builder
-	marks := map[string]string{"added": "+", "removed": "-", "changed": "~"}
+	var blocks []formats.Block
 	for _, c := range changes {
 		count[c.Change]++
 		switch c.Change {
 		case "changed":
-			fmt.Fprintf(&t, "~ kv     %s  %s → %s\n", safe(c.Key), safe(c.From), safe(c.To))
+			blocks = append(blocks, formats.Line("~ kv     %s  %s → %s", formats.V(c.Key), formats.V(c.From), formats.V(c.To)))
 		case "added":
-			fmt.Fprintf(&t, "+ kv     %s  %s\n", safe(c.Key), safe(c.To))
+			blocks = append(blocks, formats.Line("+ kv     %s  %s", formats.V(c.Key), formats.V(c.To)))
 		default:
-			fmt.Fprintf(&t, "%s kv     %s  %s\n", marks[c.Change], safe(c.Key), safe(c.From))
+			blocks = append(blocks, formats.Line("- kv     %s  %s", formats.V(c.Key), formats.V(c.From)))
 		}
 	}
-	fmt.Fprintf(&t, "key/values: %d added, %d removed, %d changed, %d unchanged", count["added"], count["removed"], count["changed"], unchanged)
+	last := fmt.Sprintf("key/values: %d added, %d removed, %d changed, %d unchanged", count["added"], count["removed"], count["changed"], unchanged)
 	if !tokenizerChanged {
-		t.WriteString("; the tokenizer key/values are unchanged")
+		last += "; the tokenizer key/values are unchanged"
 	}
-	t.WriteString("\n")
+	blocks = append(blocks, formats.Line(strings.ReplaceAll(last, "%", "%%")))
 	if changes == nil {
 		changes = []ggufKVChange{}
 	}
-	return t.String(), map[string]any{"kv": changes, "kv_count": count, "tokenizer_changed": tokenizerChanged}, nil
+	return &formats.Details{Blocks: blocks, Data: map[string]any{"kv": changes, "kv_count": count, "tokenizer_changed": tokenizerChanged}}, nil
 }
 
 // diffKVs compares two key/value lists by key.
-func diffKVs(model string, a, b []gguf.KV) (changes []ggufKVChange, unchanged int) {
-	old := map[string]gguf.KV{}
+func diffKVs(model string, a, b []KV) (changes []ggufKVChange, unchanged int) {
+	old := map[string]KV{}
 	for _, kv := range a {
 		old[kv.Key] = kv
 	}
@@ -298,16 +288,16 @@ func diffKVs(model string, a, b []gguf.KV) (changes []ggufKVChange, unchanged in
 	return changes, unchanged
 }
 
-func summary(kv gguf.KV) string {
-	return typeLabel(kv.Value) + " " + strings.ReplaceAll(valueText(kv, false), "\n", `\n`)
+func summary(kv KV) string {
+	return typeLabel(kv.Value) + " " + strings.ReplaceAll(valueText(kv, false).S, "\n", `\n`)
 }
 
 // firstDifference is the first index where two arrays of one type differ,
 // compared by their bits (no text per element: arrays hold millions).
-func firstDifference(a, b gguf.Value) int {
+func firstDifference(a, b Value) int {
 	n := min(a.Len(), b.Len())
 	for i := range n {
-		if a.Type == gguf.TypeString && a.Strs[i] != b.Strs[i] || a.Type != gguf.TypeString && a.Uint(i) != b.Uint(i) {
+		if a.Type == TypeString && a.Strs[i] != b.Strs[i] || a.Type != TypeString && a.Uint(i) != b.Uint(i) {
 			return i
 		}
 	}

@@ -1,8 +1,10 @@
-package restorer
+// Package cast converts floating-point tensors between dtypes for checkout's
+// --dtype: a formats.Transform per tensor, refusing (lossy_conversion) values
+// the target cannot hold. Every planner that casts uses it.
+package cast
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"strings"
 
@@ -26,29 +28,29 @@ var floatFormats = map[string]floatFormat{
 	"F64":  {8, 11, 52, math.MaxFloat64},
 }
 
-// CastTargets are the dtypes --dtype takes, by the names a user types.
-var CastTargets = map[string]string{"f16": "F16", "fp16": "F16", "float16": "F16", "bf16": "BF16", "bfloat16": "BF16", "f32": "F32", "fp32": "F32", "float32": "F32"}
+// Targets are the dtypes --dtype takes, by the names a user types.
+var Targets = map[string]string{"f16": "F16", "fp16": "F16", "float16": "F16", "bf16": "BF16", "bfloat16": "BF16", "f32": "F32", "fp32": "F32", "float32": "F32"}
 
-// castDType resolves Options.DType ("f16", "BF16", …) to a dtype, "" for none.
-func castDType(opt string) (string, error) {
+// DType resolves a --dtype value ("f16", "BF16", …) to a dtype, "" for none.
+func DType(opt string) (string, error) {
 	if opt == "" {
 		return "", nil
 	}
-	if d, ok := CastTargets[strings.ToLower(opt)]; ok {
+	if d, ok := Targets[strings.ToLower(opt)]; ok {
 		return d, nil
 	}
 	return "", errs.New(errs.SchemaError, "checkout", "--dtype %q: want f16, bf16 or f32", opt)
 }
 
-// castTensors applies --dtype to the tensors a planner writes: every
+// Tensors applies --dtype to the tensors a planner writes: every
 // floating-point tensor (F16, BF16, F32, F64) of another dtype becomes
 // the target dtype through a Transform; other tensors (integers,
 // quantized types) are written as they are. tr is nil when nothing is
 // cast. A value the target cannot hold (it would become ±Inf: beyond
 // ±65504 for F16) is refused with lossy_conversion unless clamp is set,
 // which clamps it to the target's largest finite value.
-func castTensors(tensors []objects.Tensor, opts Options) (out []formats.Tensor, tr []Transform, err error) {
-	target, err := castDType(opts.DType)
+func Tensors(tensors []objects.Tensor, opts formats.WriteOptions) (out []formats.Tensor, tr []formats.Transform, err error) {
+	target, err := DType(opts.DType)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,14 +65,14 @@ func castTensors(tensors []objects.Tensor, opts Options) (out []formats.Tensor, 
 		n := t.Size / int64(from.bytes)
 		out[i].DType, out[i].Size = target, n*int64(to.bytes)
 		if tr == nil {
-			tr = make([]Transform, len(tensors))
+			tr = make([]formats.Transform, len(tensors))
 		}
 		tr[i] = castTransform(t.Name, t.DType, target, opts.Clamp)
 	}
 	return out, tr, nil
 }
 
-func castTransform(name, fromName, toName string, clamp bool) Transform {
+func castTransform(name, fromName, toName string, clamp bool) formats.Transform {
 	from, to := floatFormats[fromName], floatFormats[toName]
 	return func(src []byte) ([]byte, error) {
 		n := len(src) / from.bytes
@@ -182,17 +184,4 @@ func encodeFloat(x float64, f floatFormat) (bits uint64, overflow bool) {
 		return sign | expField<<f.mbits, true
 	}
 	return sign | uint64(e+bias)<<f.mbits | sig&(1<<f.mbits-1), false
-}
-
-// describeDTypes lists tensors and their dtypes for a message, at most 8.
-func describeDTypes(ts []objects.Tensor) string {
-	var parts []string
-	for i, t := range ts {
-		if i == 8 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ts)-8))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", t.Name, t.DType))
-	}
-	return strings.Join(parts, ", ")
 }
