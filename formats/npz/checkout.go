@@ -167,7 +167,7 @@ func Plan(tensors []formats.Tensor, name string) (*formats.Layout, error) {
 		return nil, errs.New(errs.PathTraversal, pkg, "plan: name %q is not a clean relative path", name)
 	}
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
-	w := &zipfile.Writer{}
+	w := &zipfile.Writer{SizesInLocal: true}
 	seen := map[string]bool{}
 	for i, t := range tensors {
 		descr, ok := descrOf(t.DType)

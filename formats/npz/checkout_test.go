@@ -209,3 +209,47 @@ print('w %s %s %s' % (a.dtype.str, list(a.shape), a.tobytes(order='C').hex()))
 		t.Fatalf("big-endian to SafeTensors: err = %v, want lossy_conversion", err)
 	}
 }
+
+// An np.savez_compressed archive is added, checked out as a deflated .npz
+// that numpy reads with the same arrays (deflated again canonically: the
+// same bytes every time), which adds back to the same version; it
+// converts to SafeTensors like any other.
+func TestAddCheckoutCompressed(t *testing.T) {
+	src := t.TempDir()
+	want := numpyRun(t, src, `
+a = np.arange(600, dtype='<f4').reshape(20, 30)
+f = np.asfortranarray(np.arange(24, dtype='<i8').reshape(2, 3, 4))
+np.savez_compressed('c.npz', a=a, f=f)
+z = np.load('c.npz')
+print('\n'.join(sorted('%s %s %s %s' % (k, z[k].dtype.str, list(z[k].shape), z[k].tobytes(order='C').hex()) for k in z.files)))
+`)
+	st := openStore(t)
+	d := add(t, st, src, "c")
+	one, err := checkout(t, st, d, restorer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded(t, one); got != want {
+		t.Fatalf("checked out:\n%s\nwant\n%s", got, want)
+	}
+	two, err := checkout(t, st, d, restorer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readDir(t, one)["c.npz"], readDir(t, two)["c.npz"]) {
+		t.Error("two checkouts of one version differ")
+	}
+	if numpyRun(t, one, "print(np.load('c.npz').zip.infolist()[0].compress_type)") != "8\n" {
+		t.Error("the checkout is not deflated")
+	}
+	if again := add(t, st, one, "c2"); again != d {
+		t.Errorf("the checkout adds as %s, not %s", again.Short(), d.Short())
+	}
+	stDir, err := checkout(t, st, d, restorer.Options{Format: "safetensors"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readDir(t, stDir)["c.safetensors"]; !ok {
+		t.Fatalf("no c.safetensors in %v", readDir(t, stDir))
+	}
+}

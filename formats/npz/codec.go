@@ -2,7 +2,9 @@ package npz
 
 import (
 	"encoding/json"
+	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/mstore/mstore/formats"
@@ -128,37 +130,28 @@ func (c codec) parseFile(dir formats.Dir, p string, l *formats.Layout) (*formats
 			return nil, err
 		}
 	} else {
-		z, err := zipfile.ReadDirectory(f, size, p, pkg, zipLimits)
+		members, err := scan(io.NewSectionReader(f, 0, size), size, p, nil)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range z.Members {
-			switch {
-			case m.Dir:
-			case !strings.HasSuffix(m.Name, ".npy"):
-				return nil, errs.At(errs.SchemaError, pkg, p, m.Header, "member %q is not an .npy array (numpy.savez writes NAME.npy members only)", m.Name)
-			case m.Method != zipfile.Stored:
-				return nil, errs.At(errs.UnsupportedVersion, pkg, p, m.Header, "member %q is compressed (method %d, as np.savez_compressed writes): this build reads stored .npz archives (np.savez) only", m.Name, m.Method)
+		deflated := slices.ContainsFunc(members, func(m *member) bool { return m.z.Method == zipfile.Deflate })
+		cursor := int64(0) // in the decoded stream
+		for _, m := range members {
+			off := m.z.Data // stored: the .npy lies in the file as it is
+			if deflated {
+				off = cursor + int64(len(record(m)))
+				cursor = off + m.z.USize
 			}
-		}
-		if err := z.ReadLocals(f); err != nil {
-			return nil, err
-		}
-		buf := make([]byte, 1<<20)
-		for _, m := range z.Members {
-			if m.Dir {
+			if m.a == nil {
 				continue
 			}
-			a, err := readNPY(m.Data, m.Size)
-			if err != nil {
+			if err := add(strings.TrimSuffix(m.z.Name, ".npy"), m.a, off); err != nil {
 				return nil, err
 			}
-			if err := z.CheckCRC(f, m, buf); err != nil {
-				return nil, err
-			}
-			if err := add(strings.TrimSuffix(m.Name, ".npy"), a, m.Data); err != nil {
-				return nil, err
-			}
+		}
+		if deflated {
+			size = cursor + trailerSize
+			out.Size, out.Meta = size, map[string]string{formats.MetaCompression: Compression}
 		}
 	}
 	if at < size {
@@ -166,7 +159,10 @@ func (c codec) parseFile(dir formats.Dir, p string, l *formats.Layout) (*formats
 	}
 	if len(fortran) > 0 {
 		b, _ := json.Marshal(fortran)
-		out.Meta = map[string]string{MetaFortran: string(b)}
+		if out.Meta == nil {
+			out.Meta = map[string]string{}
+		}
+		out.Meta[MetaFortran] = string(b)
 	}
 	return out, nil
 }

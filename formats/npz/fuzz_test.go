@@ -3,6 +3,7 @@ package npz_test
 import (
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/npz"
 )
@@ -22,6 +23,9 @@ func FuzzParse(f *testing.F) {
 		}
 		files := map[string][]byte{name: b}
 		l, err := npz.Codec.Parse(formattest.NewMemDir(files), []string{name})
+		if err == nil && l.Files[0].Meta[formats.MetaCompression] != "" {
+			files = map[string][]byte{name: decoded(t, files, name)}
+		}
 		if !formattest.CheckParsed(t, l, err, files) {
 			return
 		}

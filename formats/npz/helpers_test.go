@@ -1,12 +1,14 @@
 package npz_test
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/npz"
 	"github.com/mstore/mstore/internal/testenv"
@@ -73,3 +75,18 @@ func parse(t *testing.T, files map[string][]byte) (names map[string]int, data ma
 }
 
 func lines(s string) []string { return strings.Fields(strings.TrimSpace(s)) }
+
+// decoded is the decoded stream of a deflated .npz (formats.Decoder).
+func decoded(t testing.TB, files map[string][]byte, name string) []byte {
+	t.Helper()
+	rc, err := npz.Codec.(formats.Decoder).Decode(formattest.NewMemDir(files), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("a parsed archive does not decode: %v", err)
+	}
+	return b
+}

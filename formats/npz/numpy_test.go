@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/formats/formattest"
 	"github.com/mstore/mstore/formats/npz"
 	"github.com/mstore/mstore/internal/errs"
@@ -72,14 +73,13 @@ func TestNumPyFiles(t *testing.T) {
 }
 
 // What mstore does not take is refused, classified: object arrays (a
-// pickle), structured dtypes, compressed members, and damage.
+// pickle), structured dtypes, and damage.
 func TestNumPyRefusals(t *testing.T) {
 	dir := t.TempDir()
 	numpyRun(t, dir, `
 np.save('object.npy', np.array([{'a': 1}, None], dtype=object), allow_pickle=True)
 np.savez('objects.npz', x=np.array([1, 'a'], dtype=object))
 np.save('struct.npy', np.zeros(3, dtype=[('a', '<f4'), ('b', '<i2')]))
-np.savez_compressed('deflated.npz', w=np.arange(10.0))
 np.save('ok.npy', np.arange(6, dtype='<i4').reshape(2, 3))
 `)
 	all := readDir(t, dir)
@@ -91,7 +91,6 @@ np.save('ok.npy', np.arange(6, dtype='<i4').reshape(2, 3))
 		"object array":      {map[string][]byte{"object.npy": all["object.npy"]}, errs.UnsupportedVersion},
 		"object array npz":  {map[string][]byte{"objects.npz": all["objects.npz"]}, errs.UnsupportedVersion},
 		"structured dtype":  {map[string][]byte{"struct.npy": all["struct.npy"]}, errs.UnsupportedVersion},
-		"savez_compressed":  {map[string][]byte{"deflated.npz": all["deflated.npz"]}, errs.UnsupportedVersion},
 		"cut short":         {map[string][]byte{"ok.npy": ok[:len(ok)-1]}, errs.InvalidArchive},
 		"bytes after it":    {map[string][]byte{"ok.npy": append(bytes.Clone(ok), 0)}, errs.SchemaError},
 		"no magic":          {map[string][]byte{"ok.npy": append([]byte("NUMPY!"), ok[6:]...)}, errs.InvalidArchive},
@@ -138,5 +137,50 @@ for k in sorted(z.files):
 		"x/y <f8 (2,) 000000000000f03f0000000000000040\n"
 	if out != want {
 		t.Fatalf("numpy.load read\n%s\nwant\n%s", out, want)
+	}
+}
+
+// np.savez_compressed's .npz is laid out as its decoded stream: the arrays
+// as numpy wrote them, each a tensor; damage to the compressed bytes is
+// refused.
+func TestSavezCompressed(t *testing.T) {
+	dir := t.TempDir()
+	keys := lines(numpyRun(t, dir, makeArrays+`
+np.savez_compressed('z.npz', **arrays)
+`))
+	all := readDir(t, dir)
+	files := map[string][]byte{"z.npz": all["z.npz"]}
+	l, err := npz.Codec.Parse(formattest.NewMemDir(files), []string{"z.npz"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Files[0].Meta[formats.MetaCompression] != npz.Compression {
+		t.Fatalf("meta %v", l.Files[0].Meta)
+	}
+	stream := map[string][]byte{"z.npz": decoded(t, files, "z.npz")}
+	if err := formattest.CheckLayout(l, stream); err != nil {
+		t.Fatal(err)
+	}
+	data, err := formattest.TensorData(l, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Tensors) != len(keys) {
+		t.Fatalf("%d arrays, numpy wrote %d", len(l.Tensors), len(keys))
+	}
+	for i, tn := range l.Tensors {
+		if !bytes.Equal(data[i], all[tn.Name+".raw"]) {
+			t.Errorf("%s: the array's bytes differ from numpy's", tn.Name)
+		}
+	}
+	// A flipped bit in the deflated data, or a cut, is refused.
+	b := bytes.Clone(files["z.npz"])
+	b[len(b)/2] ^= 0x10
+	if _, err := npz.Codec.Parse(formattest.NewMemDir(map[string][]byte{"z.npz": b}), []string{"z.npz"}); errs.ClassOf(err) == 0 {
+		t.Errorf("a damaged archive: err = %v, want a classified refusal", err)
+	}
+	b = files["z.npz"][:len(files["z.npz"])-30]
+	if _, err := npz.Codec.Parse(formattest.NewMemDir(map[string][]byte{"z.npz": b}), []string{"z.npz"}); errs.ClassOf(err) != errs.InvalidArchive {
+		t.Errorf("a cut archive: err = %v, want invalid_archive", err)
 	}
 }

@@ -28,6 +28,10 @@ type Writer struct {
 	off     int64 // file offset of the next byte
 	central []centralEntry
 	Force64 bool // tests: zip64 fields on every member
+	// SizesInLocal writes each member's sizes in its local header too (the
+	// CRC-32 still follows the data), so that Scan, which reads in one
+	// pass, knows where the data ends. Zip readers take either.
+	SizesInLocal bool
 }
 
 type centralEntry struct {
@@ -103,8 +107,16 @@ func (w *Writer) header(name string, size int64) (zip64 bool, flags uint16) {
 	w.u16(methodStored)
 	w.u32(0) // time and date: torch writes none
 	w.u32(0) // CRC and sizes follow the data
-	w.u32(0)
-	w.u32(0)
+	if w.SizesInLocal && !(z64 != nil && big) {
+		w.u32(uint32(size))
+		w.u32(uint32(size))
+	} else if w.SizesInLocal {
+		w.u32(max32) // in the zip64 field
+		w.u32(max32)
+	} else {
+		w.u32(0)
+		w.u32(0)
+	}
 	w.u16(uint16(len(name)))
 	w.u16(uint16(len(z64) + 4 + int(pad)))
 	w.put([]byte(name)...)

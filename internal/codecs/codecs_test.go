@@ -23,7 +23,7 @@ var claims = map[string][]string{
 	"gguf":        {"Limited", "Planner", "Exporter", "MetaKeeper", "Named", "Describer", "Differ"},
 	"onnx":        {"Limited", "Planner", "Exporter", "Named", "Describer"},
 	"pytorch":     {"Limited", "Planner", "Expander", "Named", "Describer", "Differ"},
-	"npz":         {"Limited", "Planner", "Exporter", "Expander", "Named"},
+	"npz":         {"Limited", "Planner", "Exporter", "Expander", "Named", "Decoder", "Encoder"},
 	"mpk":         {"Limited", "Planner", "Exporter", "Named", "Encoder", "Decoder", "DirClaimer", "Describer", "Differ", "LimitDeclarer"},
 }
 
