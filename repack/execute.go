@@ -100,33 +100,59 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Res
 	}()
 	reader := st.NewBlobReader()
 	defer reader.Close()
+	// A batch is coded while the one before it is made durable and
+	// committed: syncs and the index commit overlap the coding.
+	var mu sync.Mutex // res
+	var committing chan error
+	wait := func() error {
+		if committing == nil {
+			return nil
+		}
+		err := <-committing
+		committing = nil
+		return err
+	}
+	stop := func(done int, err error) (*Result, error) {
+		if werr := wait(); err == nil {
+			err = werr
+		}
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			return res, fmt.Errorf("repack: interrupted after %d of %d blobs (what is done stays; run `mstore repack` again to go on): %w", done, len(p.items), ctx.Err())
+		}
+		return res, err
+	}
 	for i := 0; i < len(p.items); {
 		j, size := i, int64(0)
 		for j < len(p.items) && size < batchBytes {
 			size += p.items[j].Rec.Size
 			j++
 		}
-		if err := p.batch(ctx, st, reader, p.items[i:j], workers, res); err != nil {
-			if ctx.Err() != nil {
-				res.Interrupted = true
-				return res, fmt.Errorf("repack: interrupted after %d of %d blobs (what is done stays; run `mstore repack` again to go on): %w", i, len(p.items), ctx.Err())
-			}
-			return res, err
+		w, old, err := p.codeBatch(ctx, st, reader, p.items[i:j], workers, res, &mu)
+		if err != nil {
+			return stop(i, err)
 		}
+		if err := wait(); err != nil {
+			w.Abort()
+			return stop(i, err)
+		}
+		committing = make(chan error, 1)
+		go func() { committing <- p.commitBatch(ctx, st, w, old, res, &mu) }()
 		i = j
+	}
+	if err := wait(); err != nil {
+		return stop(len(p.items), err)
 	}
 	return res, nil
 }
 
-// batch codes items, writes the coded ones into new packs, makes them
-// durable and moves their records.
-func (p *Plan) batch(ctx context.Context, st *store.Store, reader *store.BlobReader, items []Item, workers int, res *Result) error {
+// codeBatch codes items into new packs (not yet durable) and returns their
+// writer and the records the coded blobs replace.
+func (p *Plan) codeBatch(ctx context.Context, st *store.Store, reader *store.BlobReader, items []Item, workers int, res *Result, mu *sync.Mutex) (*store.BlobWriter, map[objects.Digest]store.BlobRecord, error) {
 	// Coded blobs go straight into the batch's packs: memory holds only
 	// the blobs in flight.
 	w := st.NewBlobWriter(nil)
-	defer w.Abort()
 	old := map[objects.Digest]store.BlobRecord{}
-	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for _, it := range items {
@@ -157,8 +183,15 @@ func (p *Plan) batch(ctx context.Context, st *store.Store, reader *store.BlobRea
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		w.Abort()
+		return nil, nil, err
 	}
+	return w, old, nil
+}
+
+// commitBatch makes a coded batch durable and moves its records.
+func (p *Plan) commitBatch(ctx context.Context, st *store.Store, w *store.BlobWriter, old map[objects.Digest]store.BlobRecord, res *Result, mu *sync.Mutex) error {
+	defer w.Abort()
 	if len(old) == 0 {
 		return nil
 	}
@@ -179,6 +212,8 @@ func (p *Plan) batch(ctx context.Context, st *store.Store, reader *store.BlobRea
 	if err != nil {
 		return fmt.Errorf("repack: %w", err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	res.Batches++
 	for _, r := range recs {
 		o := old[r.Digest]
@@ -192,7 +227,6 @@ func (p *Plan) batch(ctx context.Context, st *store.Store, reader *store.BlobRea
 		} else {
 			res.Grouped++
 		}
-		p.seen[r.Digest] = r
 	}
 	return nil
 }
@@ -206,6 +240,8 @@ func (p *Plan) code(reader *store.BlobReader, it Item) (*coded, error) {
 	}
 	var base []byte
 	if it.Base != nil {
+		// The base's record as planned: a batch committed since may have
+		// coded it, but the copy planned stays readable until the end.
 		if br, ok := p.seen[*it.Base]; ok {
 			if base, err = reader.Read(br, nil); err != nil {
 				base = nil // code it without: the base's own problem is fsck's
