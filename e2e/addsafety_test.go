@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testenv"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/store"
 )
 
 // TestAddOfFileRewrittenWhileAdded stops an add right after it has parsed

@@ -11,9 +11,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // TestBitRot flips one random bit of one random blob (loose and packed in

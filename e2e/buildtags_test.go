@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mstore/mstore/gc"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/gc"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // TestBinariesBuildFlags: the binaries the tests run are built as the

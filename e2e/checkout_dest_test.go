@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // checkoutResult is `checkout --json`.

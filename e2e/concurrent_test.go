@@ -11,9 +11,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // TestGCRacingAdd stops an add (SIGSTOP, at the failpoint where its blobs

@@ -15,9 +15,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // proc is an mstore process started in the background.

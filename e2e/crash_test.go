@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // crashIterations is how many commands TestKillAtRandomInstants kills:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats/gguf"
+	"github.com/mstore/mstore/internal/formats/gguf"
 )
 
 // hostile holds what a terminal acts on: an SGR sequence, BEL, a C1 CSI,

@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mstore/mstore/gc"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/gc"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // TestAddFailpoints kills an add at each named instant (MSTORE_FAILPOINT):

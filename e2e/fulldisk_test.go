@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testenv"
-	"github.com/mstore/mstore/store"
 )
 
 // TestFullDisk puts a store on a small tmpfs and fills the disk so that an

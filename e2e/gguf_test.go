@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/gguf"
-	"github.com/mstore/mstore/formats/gguf/gguftest"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/gguf"
+	"github.com/mstore/mstore/internal/formats/gguf/gguftest"
 	"github.com/mstore/mstore/internal/testenv"
 )
 

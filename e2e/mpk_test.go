@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/formats/mpk"
-	"github.com/mstore/mstore/formats/mpk/mpktest"
+	"github.com/mstore/mstore/internal/formats/mpk"
+	"github.com/mstore/mstore/internal/formats/mpk/mpktest"
 	"github.com/mstore/mstore/internal/testenv"
 )
 
@@ -54,7 +54,7 @@ func mpkFixtureDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "formats", "mpk", "testdata")
+	return filepath.Join(root, "internal", "formats", "mpk", "testdata")
 }
 
 func mpkFixtures(t *testing.T) []mpkFixture {

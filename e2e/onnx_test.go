@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/onnx"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/onnx"
 	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/testenv"
 )

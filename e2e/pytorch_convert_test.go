@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/pytorch"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/pytorch"
 	"github.com/mstore/mstore/internal/testenv"
 )
 

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mstore/mstore/repack"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/repack"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // weightModels writes a BF16 base and a fine-tune of it (low mantissa bits

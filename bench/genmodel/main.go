@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/testmodel"
 )
 

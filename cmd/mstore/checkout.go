@@ -5,8 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/restorer"
-	"github.com/mstore/mstore/names"
 )
 
 var checkoutCommand = &cli.Command{

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/formats"
 )
 
 // renderDetails prints a format's details (formats.Details) for people:

@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 type diffOutput struct {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
-	"github.com/mstore/mstore/names"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // env is what every command gets from the global flags.

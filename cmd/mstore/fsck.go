@@ -4,8 +4,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/names"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // fsckListed is how many unreferenced objects and leftovers fsck prints

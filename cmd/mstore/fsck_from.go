@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote/transfer"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // healFrom is `fsck --repair --from REMOTE`: what fsck found missing or

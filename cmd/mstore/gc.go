@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/gc"
+	"github.com/mstore/mstore/internal/gc"
 )
 
 type gcOutput struct {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
+	"github.com/mstore/mstore/internal/formats"
 )
 
 // parseMemoryFlag caps what every codec may build from the metadata it

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/names"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 type refListing struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/s3remote"
 	"github.com/mstore/mstore/internal/remote/transfer"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 var remoteCommand = &cli.Command{

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/repack"
+	"github.com/mstore/mstore/internal/repack"
 )
 
 type repackOutput struct {

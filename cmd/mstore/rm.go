@@ -5,8 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/names"
-	"github.com/mstore/mstore/refs"
+	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/refs"
 )
 
 var rmCommand = &cli.Command{

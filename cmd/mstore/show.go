@@ -7,11 +7,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/codecs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/restorer"
-	"github.com/mstore/mstore/objects"
 )
 
 type showOutput struct {

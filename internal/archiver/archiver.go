@@ -21,14 +21,14 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/refs"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // Options say how to add a model.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 func newStore(t *testing.T) *store.Store {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/store"
 )
 
 // BenchmarkAdd adds generated models to an empty store (go test -bench Add

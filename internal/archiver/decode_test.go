@@ -9,13 +9,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/mpk"
-	"github.com/mstore/mstore/formats/mpk/mpktest"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/mpk"
+	"github.com/mstore/mstore/internal/formats/mpk/mpktest"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // mpkEntries is a valid MPK archive holding elf and so.

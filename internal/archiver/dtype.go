@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // torchDTypes maps config.json's torch_dtype to SafeTensors dtype names.

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/modeldir"
 )
 

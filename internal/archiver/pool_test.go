@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/testmodel"
 )

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // What add stores is what its parser approved, by construction: after

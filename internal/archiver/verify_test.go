@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
 )
 
 // stageRewritten runs add's steps up to the check of what was stored, with

@@ -9,13 +9,13 @@ package codecs
 import (
 	"strings"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/gguf"
-	"github.com/mstore/mstore/formats/mpk"
-	"github.com/mstore/mstore/formats/npz"
-	"github.com/mstore/mstore/formats/onnx"
-	"github.com/mstore/mstore/formats/pytorch"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/gguf"
+	"github.com/mstore/mstore/internal/formats/mpk"
+	"github.com/mstore/mstore/internal/formats/npz"
+	"github.com/mstore/mstore/internal/formats/onnx"
+	"github.com/mstore/mstore/internal/formats/pytorch"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 )
 
 // The order is add's preference when a model directory holds several

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/formats"
 )
 
 // What each codec of the registry claims to do. A codec that gains or

@@ -44,7 +44,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // Op is what a record says happened. Its zero value is invalid.

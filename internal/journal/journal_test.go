@@ -7,7 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 func rec(name string) Record {

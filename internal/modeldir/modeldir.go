@@ -22,9 +22,9 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // skippedDirs are folders of tooling, not of the model: a git clone's

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // MaxBatchBlobs and MaxBatchBytes bound one GetBlobs or PutBlobs call, so

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/store"
 )
 
 // BenchmarkCheckout checks generated models out of a store (go test -bench

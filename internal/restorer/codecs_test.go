@@ -3,9 +3,9 @@ package restorer
 import (
 	"testing"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // testPlanner is a codec that a test plans with: name, and a plan function.

@@ -14,8 +14,8 @@ import (
 	"syscall"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // record is what one checkout wrote: its destination, the directory's

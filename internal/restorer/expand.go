@@ -1,8 +1,8 @@
 package restorer
 
 import (
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // selectTensors returns the tensors of m a re-layout writes (those that

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/safetensors"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
 )
 
 // halves is an expander that shows, beside every stored tensor, a tensor

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // storedFrames gives planners the frame bytes of m's files (PlanRequest.Frames).

@@ -9,9 +9,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 // TestStoredFrames reads the frames of a stored file back: each frame

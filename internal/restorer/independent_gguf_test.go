@@ -3,8 +3,8 @@ package restorer
 import (
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/gguf/gguftest"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/gguf/gguftest"
 )
 
 // checkIndependently reads the GGUF files in dir with a parser that is not

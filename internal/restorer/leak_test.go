@@ -15,12 +15,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 	"github.com/mstore/mstore/internal/modeldir"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 // restorerGoroutines returns the stacks of the goroutines, other than the

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // piece is a run of an output file: a blob, literal bytes, zeros, or a

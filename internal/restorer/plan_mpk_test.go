@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/formats/mpk"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats/mpk"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 // mpkFixture is a valid archive from formats/mpk's fixtures: gzip of stored
 // deflate blocks, so not compressed the canonical way.
-const mpkFixture = "../../formats/mpk/testdata/fixtures/valid.tar.gz"
+const mpkFixture = "../formats/mpk/testdata/fixtures/valid.tar.gz"
 
 func addFile(t *testing.T, st *store.Store, path, name string) objects.Digest {
 	t.Helper()

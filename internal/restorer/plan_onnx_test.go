@@ -15,9 +15,9 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
 )
 
 // onnxPB builds protobuf messages for the ONNX test model.

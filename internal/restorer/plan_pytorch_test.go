@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/pytorch"
-	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/pytorch"
+	"github.com/mstore/mstore/internal/formats/safetensors"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
-	"github.com/mstore/mstore/store"
 )
 
 // tensorBytes parses the files under dir with codec and returns each

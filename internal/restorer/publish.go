@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // exchange swaps two directories atomically (renameat2 RENAME_EXCHANGE).

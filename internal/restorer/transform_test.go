@@ -9,10 +9,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 	"github.com/mstore/mstore/internal/testmodel"
 )
 

@@ -8,11 +8,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mstore/mstore/formats"
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/modeldir"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // verifyRelayout parses the written container files again with their codec

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
-	"github.com/mstore/mstore/objects"
 )
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}

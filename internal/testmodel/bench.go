@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/internal/formats"
 )
 
 // BenchModel is a generated model for the add and checkout benchmarks.

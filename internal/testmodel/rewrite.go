@@ -9,11 +9,11 @@ import (
 	"io"
 	"strings"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/formattest"
-	"github.com/mstore/mstore/formats/gguf"
-	"github.com/mstore/mstore/formats/pytorch"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/gguf"
+	"github.com/mstore/mstore/internal/formats/pytorch"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 )
 
 // Rewrite is a model file and another content of the same size that a

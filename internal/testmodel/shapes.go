@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 )
 
 // Shapes of generated models for benchmarks (bench/, go test -bench): the

@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mstore/mstore/formats"
-	"github.com/mstore/mstore/formats/safetensors"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 )
 
 // Spec describes a model to build.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
 )
 
 // ClientOptions say how to reach a server.

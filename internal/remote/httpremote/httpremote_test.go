@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/httpremote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/remote/remotetest"
-	"github.com/mstore/mstore/objects"
 )
 
 const token = "s3cret-token"

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // BlobOpener is what a backend may offer beside remote.Remote: a blob as

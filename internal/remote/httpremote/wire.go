@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // APIVersion is the protocol version this build speaks.

@@ -9,10 +9,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // Remote is a store directory used as a remote.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
 )
 
 // Version is a manifest made for tests with the blobs it needs.

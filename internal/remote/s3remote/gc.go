@@ -11,7 +11,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/objects"
+	"github.com/mstore/mstore/internal/objects"
 )
 
 // GCObject is an object gc deletes or keeps.

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote/remotetest"
 	"github.com/mstore/mstore/internal/remote/s3remote"
 	"github.com/mstore/mstore/internal/remote/s3remote/s3test"
-	"github.com/mstore/mstore/objects"
 )
 
 func TestGC(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote/remotetest"
 	"github.com/mstore/mstore/internal/remote/s3remote"
-	"github.com/mstore/mstore/objects"
 )
 
 // careless is an object store that ignores If-None-Match and If-Match.

@@ -22,9 +22,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
 )
 
 // Options say how to reach the object store; empty fields come from

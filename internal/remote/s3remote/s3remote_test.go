@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/remotetest"
 	"github.com/mstore/mstore/internal/remote/s3remote"
 	"github.com/mstore/mstore/internal/remote/s3remote/s3test"
-	"github.com/mstore/mstore/objects"
 )
 
 func TestConformance(t *testing.T) {

@@ -1,8 +1,8 @@
 package transfer
 
 import (
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
 )
 
 // smallBlob is the size under which blobs travel many to a request: a

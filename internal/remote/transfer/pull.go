@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // DefaultJobs is how many requests a transfer has in flight.

@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote"
-	"github.com/mstore/mstore/names"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/refs"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // PushOptions say what to push.

@@ -9,11 +9,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/remote/remotetest"
-	"github.com/mstore/mstore/objects"
-	"github.com/mstore/mstore/store"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // lying is a remote that flips a byte of every blob it sends: the pull,

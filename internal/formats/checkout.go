@@ -1,0 +1,244 @@
+package formats
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// The optional interfaces below are what a codec does beyond Parse. The
+// program reaches a format's behaviour only through them, at the one typed
+// registry (internal/codecs), whose test checks that every codec
+// implements what it claims.
+
+// Option is a checkout option that shapes the files written, by its flag
+// name. A codec lists those it honours (Planner.Honours); checkout refuses
+// the others for that target.
+type Option string
+
+// The layout options. Tensors and DropNonTensors are not among them: they
+// choose what is written, whatever the target.
+const (
+	OptMaxShardSize    Option = "--max-shard-size"
+	OptAlignment       Option = "--alignment"
+	OptExternalData    Option = "--external-data"
+	OptInlineData      Option = "--inline-data"
+	OptSizeThreshold   Option = "--size-threshold"
+	OptSplitMaxTensors Option = "--split-max-tensors"
+	OptSplitMaxSize    Option = "--split-max-size"
+	OptDType           Option = "--dtype"
+	OptClamp           Option = "--clamp"
+	OptExtract         Option = "--extract"
+)
+
+// WriteOptions are the user's checkout options that a planner sees.
+type WriteOptions struct {
+	MaxShardSize    int64
+	Tensors         []string // glob patterns; the restorer selects them
+	Alignment       int64
+	ExternalData    string
+	InlineData      bool
+	SizeThreshold   int64
+	SplitMaxTensors int
+	SplitMaxSize    int64
+	DType           string
+	Clamp           bool
+	DropNonTensors  bool
+	Extract         bool
+}
+
+// Set lists the layout options that o sets, in a fixed order.
+func (o WriteOptions) Set() []Option {
+	var out []Option
+	for _, s := range []struct {
+		opt Option
+		set bool
+	}{
+		{OptMaxShardSize, o.MaxShardSize > 0}, {OptAlignment, o.Alignment > 0}, {OptExternalData, o.ExternalData != ""},
+		{OptInlineData, o.InlineData}, {OptSizeThreshold, o.SizeThreshold > 0}, {OptSplitMaxTensors, o.SplitMaxTensors > 0},
+		{OptSplitMaxSize, o.SplitMaxSize > 0}, {OptDType, o.DType != ""}, {OptClamp, o.Clamp}, {OptExtract, o.Extract},
+	} {
+		if s.set {
+			out = append(out, s.opt)
+		}
+	}
+	return out
+}
+
+// Relayout reports whether o asks for another layout than the one added.
+func (o WriteOptions) Relayout() bool { return len(o.Set()) > 0 || len(o.Tensors) > 0 }
+
+// CheckHonoured refuses (schema_error) the layout options o sets that
+// target (a Planner) does not honour, naming those it does.
+func CheckHonoured(target Planner, o WriteOptions) error {
+	honours := target.Honours()
+	var bad []string
+	for _, opt := range o.Set() {
+		if !slices.Contains(honours, opt) {
+			bad = append(bad, string(opt))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	takes := "no layout options"
+	if len(honours) > 0 {
+		names := make([]string, len(honours))
+		for i, h := range honours {
+			names[i] = string(h)
+		}
+		takes = strings.Join(names, ", ")
+	}
+	return errs.New(errs.SchemaError, "checkout", "%s %s not apply to --format %s, which takes %s",
+		strings.Join(bad, ", "), map[bool]string{true: "does", false: "do"}[len(bad) == 1], target.Name(), takes)
+}
+
+// Transform computes a written tensor's bytes from the stored bytes of its
+// source tensor: a dtype cast, a strided view made contiguous. It must be
+// deterministic and must refuse (lossy_conversion) what it cannot represent.
+type Transform func(src []byte) ([]byte, error)
+
+// PlanRequest is what a planner gets: the version being checked out, the
+// tensors to write (in manifest order, expanded by the source's Expander)
+// and the user's options.
+type PlanRequest struct {
+	Source  *objects.Manifest
+	Tensors []objects.Tensor
+	Options WriteOptions
+	// From is what the source format carries into this one (its Exporter's
+	// answer) when the source is of another format; nil otherwise.
+	From *Export
+	// Frames returns the bytes of the frame extents of Source's file at
+	// path, one entry per extent (zeros for zero extents, nil for tensor
+	// extents), each blob verified: for planners that rewrite a
+	// container's frame (ONNX's protobuf). More than limit bytes of frames
+	// is size_limit_exceeded.
+	Frames func(path string, limit int64) ([][]byte, error)
+}
+
+// Planned is a planner's answer: the layout to write, with no I/O done.
+// Frame extents carry their bytes, tensor extents index Layout.Tensors.
+type Planned struct {
+	Layout *Layout
+	// Sources[i] is the stored tensor whose bytes fill Layout.Tensors[i]. A
+	// nil Sources means Layout.Tensors[i] is req.Tensors[i], byte for byte.
+	Sources []objects.Tensor
+	// Transforms[i], when non-nil, makes tensor i's bytes from its source's
+	// (then Layout.Tensors[i] may have another dtype, shape or size).
+	Transforms []Transform
+	// Tree says the layout is a plain tree of files that no codec reads
+	// back (an extracted MPK archive): each file must be exactly one
+	// untransformed tensor, and is checked against that tensor's digest as
+	// it is written rather than parsed again.
+	Tree bool
+}
+
+// Planner is a codec that checkout can write: the versions of its own
+// format laid out again, and versions of other formats converted.
+type Planner interface {
+	Codec
+	// Honours lists the layout options the planner reads.
+	Honours() []Option
+	// PlanCheckout lays req.Tensors out as this format's files, or
+	// refuses what it cannot write (lossy_conversion for what would be
+	// lost, unsupported_version for sources it cannot convert).
+	PlanCheckout(req PlanRequest) (*Planned, error)
+}
+
+// Export is what a version carries into a checkout of another format
+// beside its tensors.
+type Export struct {
+	// Name is the model's name for the target's files ("" for the
+	// target's default).
+	Name string
+	// Meta are string key/values a target with metadata keeps (SafeTensors
+	// __metadata__, GGUF key/values), so that a checkout back restores them.
+	Meta map[string]string
+	// Kept describes what the version holds beside its tensors, which a
+	// target without metadata (PyTorch) loses: such a target refuses it
+	// (lossy_conversion) unless --drop-non-tensors.
+	Kept []string
+}
+
+// Exporter is a codec whose versions say what a checkout into another
+// format carries (Export) or refuse what it would lose
+// (lossy_conversion). keepsMeta says whether the target keeps Meta.
+type Exporter interface {
+	Codec
+	Export(req PlanRequest, target string, keepsMeta bool) (*Export, error)
+}
+
+// MetaKeeper is a planner whose files keep Export.Meta.
+type MetaKeeper interface {
+	KeepsMeta() bool
+}
+
+// Expanded is a tensor of a version as its users see it. Most are stored
+// as they are; a format whose containers store something else (PyTorch:
+// one storage shared by several tensors, strided views of a storage) says
+// which stored tensor holds the bytes and how to read them out.
+type Expanded struct {
+	// Tensor is the tensor as users see it. When From is set, its Digest
+	// and Chunks are unknown (zero) until it is written.
+	Tensor objects.Tensor
+	// From, when set, is the stored tensor whose bytes Read turns into
+	// Tensor's.
+	From *objects.Tensor
+	Read Transform
+}
+
+// Expander is a codec whose versions' tensors, as users see them, are not
+// the stored ones: Expand lists them in the order a re-layout writes them.
+// Values that are not tensors are lossy_conversion unless
+// opts.DropNonTensors.
+type Expander interface {
+	Codec
+	Expand(m *objects.Manifest, opts WriteOptions) ([]Expanded, error)
+}
+
+// Encoder is a codec whose stored files may be written in an encoding
+// (File.Meta[MetaCompression]); Encoding returns the canonical writer of
+// that encoding.
+type Encoder interface {
+	Codec
+	Encoding(name string) (func(io.Writer) io.WriteCloser, bool)
+}
+
+// Describer is a codec that says more about its versions than the
+// generic listing of files and tensors (GGUF key/values, MPK stages).
+type Describer interface {
+	Codec
+	Describe(m *objects.Manifest) (*Details, error)
+}
+
+// Differ is a codec that compares what its versions keep beside their
+// tensors (GGUF key/values, PyTorch views). Both are of its format. A nil
+// answer means nothing to say.
+type Differ interface {
+	Codec
+	Diff(a, b *objects.Manifest) (*Details, error)
+}
+
+// Named is a codec that gives an add's default ref name: Extensions are
+// the file name endings it strips ("model.safetensors" → "model").
+type Named interface {
+	Codec
+	Extensions() []string
+}
+
+// DescribeDTypes lists tensors and their dtypes for a message, at most 8.
+func DescribeDTypes(ts []objects.Tensor) string {
+	var parts []string
+	for i, t := range ts {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ts)-8))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", t.Name, t.DType))
+	}
+	return strings.Join(parts, ", ")
+}

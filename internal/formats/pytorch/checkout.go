@@ -1,0 +1,170 @@
+package pytorch
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/cast"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// Honours: checkpoints are sharded as transformers shards them, and cast.
+func (codec) Honours() []formats.Option {
+	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp}
+}
+
+// Extensions are stripped from an added file's name for its ref name.
+func (codec) Extensions() []string { return []string{".bin", ".pt", ".pth"} }
+
+// PlanCheckout writes the tensors as torch.save checkpoints that
+// torch.load(weights_only=True) reads, each tensor in its own storage,
+// sharded at --max-shard-size as transformers shards them; --dtype casts.
+// A PyTorch version keeps its file name (or its shards' prefix); others
+// become pytorch_model.bin.
+func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
+	if err := pytorchLoss(req); err != nil {
+		return nil, err
+	}
+	in, tr, err := cast.Tensors(req.Tensors, req.Options)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Plan(in, PlanOptions{File: pytorchFile(req.Source), MaxShardSize: req.Options.MaxShardSize})
+	if err != nil {
+		return nil, err
+	}
+	return &formats.Planned{Layout: l, Transforms: tr}, nil
+}
+
+// pytorchLoss refuses (lossy_conversion) what a checkpoint of plain
+// tensors cannot keep: tensors of dtypes torch lacks (GGUF's quantized
+// types), and, unless DropNonTensors is set, what another format's
+// version keeps beside its tensors (its Export's Kept: GGUF key/values,
+// SafeTensors __metadata__). A PyTorch source's own values are checked by
+// Expand.
+func pytorchLoss(req formats.PlanRequest) error {
+	var lacking []objects.Tensor
+	for _, t := range req.Tensors {
+		if _, ok := torchName(t.DType); !ok {
+			lacking = append(lacking, t)
+		}
+	}
+	if len(lacking) > 0 {
+		return errs.New(errs.LossyConversion, "checkout",
+			"PyTorch has no dtype for %d tensors, they would be lost: %s (keep --format %s, or leave them out with --tensors)",
+			len(lacking), formats.DescribeDTypes(lacking), req.Source.Format)
+	}
+	if req.Options.DropNonTensors || req.From == nil || len(req.From.Kept) == 0 {
+		return nil
+	}
+	return errs.New(errs.LossyConversion, "checkout",
+		"a PyTorch checkpoint keeps only tensors; this version also holds %s: pass --drop-non-tensors to write the tensors without it",
+		strings.Join(req.From.Kept, "; "))
+}
+
+// pytorchFile is the checkpoint name a PyTorch version is written back
+// as: its one file, or its index's name without .index.json.
+func pytorchFile(m *objects.Manifest) string {
+	if m.Format != Codec.Name() {
+		return ""
+	}
+	var containers []string
+	for _, f := range m.Files {
+		switch f.Role {
+		case objects.RoleIndex:
+			return strings.TrimSuffix(f.Path, ".index.json")
+		case objects.RoleContainer:
+			containers = append(containers, f.Path)
+		}
+	}
+	if len(containers) == 1 {
+		return containers[0]
+	}
+	return ""
+}
+
+// Expand lists a PyTorch version's state-dict tensors, file by
+// file, in each checkpoint's order: a Layout tensor that is its storage is
+// written as stored; a view is read out of its storage (View.Gather), so
+// that shared storages are resolved and strided views made contiguous.
+// Values that are not tensors cannot be written by any re-layout: unless
+// DropNonTensors is set, they are lossy_conversion.
+func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.Expanded, error) {
+	byName := make(map[string]int, len(m.Tensors))
+	for i, t := range m.Tensors {
+		byName[t.Name] = i
+	}
+	bad := func(f objects.File, format string, args ...any) error {
+		return errs.New(errs.IntegrityError, "checkout", "%s: checkpoint metadata: "+format, append([]any{f.Path}, args...)...)
+	}
+	var out []formats.Expanded
+	var other []string
+	otherCount := 0
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer {
+			continue
+		}
+		fm, err := DecodeMeta(f.Meta)
+		if err != nil {
+			return nil, err
+		}
+		bare := map[string]bool{}
+		for _, name := range fm.Storages {
+			bare[name] = true
+		}
+		var owners []int
+		for _, e := range f.Extents {
+			if e.Kind == objects.ExtentTensor && !bare[m.Tensors[e.Tensor].Name] {
+				owners = append(owners, e.Tensor)
+			}
+		}
+		sort.Ints(owners) // Layout order
+		list := make([]*formats.Expanded, len(owners)+len(fm.Views))
+		for _, v := range fm.Views {
+			si, ok := byName[v.Storage]
+			if v.At < 0 || v.At >= len(list) || list[v.At] != nil || !ok {
+				return nil, bad(f, "view %q at %d of storage %q does not fit", v.Name, v.At, v.Storage)
+			}
+			size, err := v.Size()
+			if err != nil {
+				return nil, err
+			}
+			st := m.Tensors[si]
+			x := &formats.Expanded{Tensor: objects.Tensor{Name: v.Name, DType: v.DType, Shape: v.Shape, Size: size}}
+			if v.Offset == 0 && v.Contiguous() && size == st.Size {
+				x.Tensor.Digest, x.Tensor.Chunks = st.Digest, st.Chunks // the whole storage, as stored
+			} else {
+				view := v
+				x.From, x.Read = &st, func(src []byte) ([]byte, error) { return view.Gather(src) }
+			}
+			list[v.At] = x
+		}
+		j := 0
+		for _, i := range owners {
+			for list[j] != nil {
+				j++
+			}
+			list[j] = &formats.Expanded{Tensor: m.Tensors[i]}
+		}
+		for _, x := range list {
+			out = append(out, *x)
+		}
+		if fm.Other != nil {
+			otherCount += fm.Other.Count
+			names := strings.Join(fm.Other.Names, ", ")
+			if fm.Other.Count > len(fm.Other.Names) {
+				names += ", …"
+			}
+			other = append(other, fmt.Sprintf("%s: %s", f.Path, names))
+		}
+	}
+	if otherCount > 0 && !opts.DropNonTensors {
+		return nil, errs.New(errs.LossyConversion, "checkout",
+			"the checkpoint holds %d values that are not tensors (%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
+			otherCount, strings.Join(other, "; "))
+	}
+	return out, nil
+}

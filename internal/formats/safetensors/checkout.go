@@ -1,0 +1,102 @@
+package safetensors
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/cast"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// Honours: SafeTensors files are sharded and cast; nothing else shapes them.
+func (codec) Honours() []formats.Option {
+	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp}
+}
+
+// KeepsMeta: __metadata__ keeps a source's string key/values.
+func (codec) KeepsMeta() bool { return true }
+
+// Extensions are stripped from an added file's name for its ref name.
+func (codec) Extensions() []string { return []string{".safetensors"} }
+
+// PlanCheckout writes the tensors as SafeTensors, sharded at
+// --max-shard-size, cast by --dtype, with the source's __metadata__ (a
+// SafeTensors version's own, or what another format's Export carries). A
+// tensor whose dtype SafeTensors lacks (ONNX's INT4, GGUF's quantized
+// types) is lossy_conversion.
+func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
+	var meta map[string]string
+	name := ""
+	if req.Source.Format == Codec.Name() {
+		for _, f := range req.Source.Files {
+			if f.Role == objects.RoleContainer {
+				meta, name = f.Meta, baseName(f.Path)
+				break
+			}
+		}
+	} else if req.From != nil {
+		meta, name = req.From.Meta, req.From.Name
+	}
+	var lacking []string
+	for _, t := range req.Tensors {
+		if _, err := TensorSize(t.DType, t.Shape); errs.ClassOf(err) == errs.UnsupportedVersion {
+			lacking = append(lacking, t.Name+" ("+t.DType+")")
+		}
+	}
+	if len(lacking) > 0 {
+		if len(lacking) > 8 {
+			lacking = append(lacking[:8], "…")
+		}
+		return nil, errs.New(errs.LossyConversion, "checkout", "SafeTensors has no dtype for %s; leave them out with --tensors", strings.Join(lacking, ", "))
+	}
+	in, tr, err := cast.Tensors(req.Tensors, req.Options)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Plan(in, PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &formats.Planned{Layout: l, Transforms: tr}, nil
+}
+
+// Export carries a SafeTensors version's name and __metadata__ into
+// another format; a target without metadata loses the __metadata__ (but
+// for the "format" marker, which only says the tensors came from PyTorch).
+func (codec) Export(req formats.PlanRequest, _ string, _ bool) (*formats.Export, error) {
+	out := &formats.Export{}
+	for _, f := range req.Source.Files {
+		if f.Role != objects.RoleContainer {
+			continue
+		}
+		if out.Meta == nil {
+			out.Name, out.Meta = baseName(f.Path), f.Meta
+		}
+		var keys []string
+		for k := range f.Meta {
+			if k != "format" {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			sort.Strings(keys)
+			out.Kept = append(out.Kept, f.Path+": __metadata__ "+strings.Join(keys, ", "))
+		}
+	}
+	return out, nil
+}
+
+// shardSuffix matches "-00001-of-00003.safetensors".
+var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}\.safetensors$`)
+
+// baseName is the name a re-layout keeps: "adapters.safetensors" and
+// "model-00001-of-00002.safetensors" give "adapters" and "model".
+func baseName(p string) string {
+	if loc := shardSuffix.FindStringIndex(p); loc != nil {
+		return p[:loc[0]]
+	}
+	return strings.TrimSuffix(p, ".safetensors")
+}

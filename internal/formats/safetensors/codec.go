@@ -1,0 +1,144 @@
+package safetensors
+
+import (
+	"math"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/hfindex"
+)
+
+// Codec is the SafeTensors codec.
+var Codec formats.Codec = codec{}
+
+type codec struct{ limits formats.Limits }
+
+// WithLimits returns the codec with the user's cap on the parse budget.
+func (codec) WithLimits(l formats.Limits) formats.Codec { return codec{limits: l} }
+
+// Name is the format's key in manifests.
+func (codec) Name() string { return "safetensors" }
+
+// Claims reports whether p is a SafeTensors file or a shard index.
+func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p) }
+
+// Parse reads the headers of the .safetensors files among paths and the
+// shard indexes, checks them against each other and returns the layout:
+// files in path order; each .safetensors file as its frame (length prefix
+// and header, padding included) then its tensors in data-offset order; each
+// index as one frame. Tensor data is never read.
+func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
+	var containers, indexPaths []string
+	for _, p := range paths {
+		switch {
+		case isIndexName(p):
+			indexPaths = append(indexPaths, p)
+		case isContainerName(p):
+			containers = append(containers, p)
+		default:
+			return nil, errs.New(errs.SchemaError, pkg, "%s is not a SafeTensors file or index", p)
+		}
+	}
+
+	// Indexes first: they are small, and a name that would leave the
+	// directory is refused before anything is opened.
+	indexes := map[string]*hfindex.Index{}
+	for _, p := range indexPaths {
+		idx, err := readIndex(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		indexes[p] = idx
+	}
+	shardsOf := func(p string) []string { return indexes[p].Shards }
+	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, ".safetensors files"); err != nil {
+		return nil, err
+	}
+
+	headers := map[string]*header{}
+	sizes := map[string]int64{}
+	for _, p := range containers {
+		h, size, err := readHeader(dir, p, c.limits)
+		if err != nil {
+			return nil, err
+		}
+		headers[p], sizes[p] = h, size
+	}
+
+	// Names must be unique across the model before an index is checked, so
+	// that a tensor's file is well defined.
+	total := 0
+	for _, p := range containers {
+		total += len(headers[p].tensors)
+	}
+	fileOf := make(map[string]string, total)
+	for _, p := range containers {
+		for _, e := range headers[p].tensors {
+			if other, dup := fileOf[e.name]; dup {
+				return nil, errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
+			}
+			fileOf[e.name] = p
+		}
+	}
+	for _, p := range indexPaths {
+		if err := checkIndex(indexes[p], headers, fileOf); err != nil {
+			return nil, err
+		}
+	}
+
+	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, 0, total)}
+	for _, p := range paths {
+		if idx := indexes[p]; idx != nil {
+			l.Files = append(l.Files, formats.File{
+				Path: p, Size: idx.Size, Index: true,
+				Extents: []formats.Extent{{Kind: formats.Frame, Size: idx.Size}},
+			})
+			continue
+		}
+		h := headers[p]
+		f := formats.File{Path: p, Size: sizes[p], Meta: h.meta}
+		f.Extents = append(make([]formats.Extent, 0, 1+len(h.tensors)),
+			formats.Extent{Kind: formats.Frame, Size: h.frameSize})
+		for _, e := range h.tensors {
+			f.Extents = append(f.Extents, formats.Extent{
+				Kind: formats.TensorData, Offset: h.frameSize + e.begin, Size: e.end - e.begin, Tensor: len(l.Tensors),
+			})
+			l.Tensors = append(l.Tensors, formats.Tensor{Name: e.name, DType: e.dtype, Shape: e.shape, Size: e.end - e.begin})
+		}
+		l.Files = append(l.Files, f)
+	}
+	return l, nil
+}
+
+// checkIndex checks an index against the headers of its shards: the
+// weight_map must place exactly the tensors of each shard, in that shard,
+// and total_size must be the sum of their sizes.
+func checkIndex(idx *hfindex.Index, headers map[string]*header, fileOf map[string]string) error {
+	named := make(map[string]bool, len(idx.WeightMap))
+	for _, m := range idx.WeightMap {
+		named[m.Tensor] = true
+		got, ok := fileOf[m.Tensor]
+		switch {
+		case !ok:
+			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map names tensor %q, which no file holds (expected in %s)", m.Tensor, m.Shard)
+		case got != m.Shard:
+			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map puts tensor %q in %s, but it is in %s", m.Tensor, m.Shard, got)
+		}
+	}
+	var total int64
+	for _, s := range idx.Shards {
+		for _, e := range headers[s].tensors {
+			if !named[e.name] {
+				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
+			}
+			if total > math.MaxInt64-(e.end-e.begin) {
+				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "the shards' sizes overflow")
+			}
+			total += e.end - e.begin
+		}
+	}
+	if idx.TotalSize >= 0 && idx.TotalSize != total {
+		return errs.At(errs.SchemaError, pkg, idx.Path, idx.TotalAt, "metadata.total_size is %d, the shards' tensors hold %d bytes", idx.TotalSize, total)
+	}
+	return nil
+}

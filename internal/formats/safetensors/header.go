@@ -1,0 +1,291 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
+)
+
+const pkg = "safetensors"
+
+// MaxHeaderSize is the largest header the reference reader accepts
+// (MAX_HEADER_SIZE in safetensors/src/tensor.rs). A larger one is
+// size_limit_exceeded, checked before anything is allocated for it.
+const MaxHeaderSize = 100_000_000
+
+// lengthPrefix is the size of the little-endian header length.
+const lengthPrefix = 8
+
+// metadataKey is the header key that holds free-form string metadata.
+const metadataKey = "__metadata__"
+
+// header is one file's parsed header.
+type header struct {
+	frameSize int64             // 8 + N: the length prefix and the header
+	meta      map[string]string // __metadata__, nil when absent or null
+	tensors   []entry           // in data-offset order
+}
+
+// entry is one tensor of a header. begin and end are relative to the data
+// section, which starts at frameSize.
+type entry struct {
+	name       string
+	dtype      string
+	shape      []int64
+	begin, end int64
+	at         int64 // file offset of the entry's key, for messages
+}
+
+// readHeader reads and checks the header of the file at path. Only the
+// length prefix and the header are read; tensor data is never touched.
+func readHeader(dir formats.Dir, path string, lim formats.Limits) (*header, int64, error) {
+	f, err := dir.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	size := f.Size()
+	if size < lengthPrefix {
+		return nil, size, errs.At(errs.InvalidArchive, pkg, path, 0, "file of %d bytes is shorter than the 8-byte header length", size)
+	}
+	var prefix [lengthPrefix]byte
+	if err := readFull(f, prefix[:], 0, path); err != nil {
+		return nil, size, err
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	if n > MaxHeaderSize {
+		return nil, size, errs.At(errs.SizeLimitExceeded, pkg, path, 0, "header length %d is over the %d-byte limit", n, MaxHeaderSize)
+	}
+	if int64(n) > size-lengthPrefix {
+		return nil, size, errs.At(errs.InvalidArchive, pkg, path, 0, "header length %d passes the end of the %d-byte file", n, size)
+	}
+	hdr := make([]byte, n) // bounded by MaxHeaderSize and the file size above
+	if err := readFull(f, hdr, lengthPrefix, path); err != nil {
+		return nil, size, err
+	}
+	h, err := parseHeader(path, hdr, size-lengthPrefix-int64(n), lim.Budget(pkg, path, int64(n)))
+	return h, size, err
+}
+
+func readFull(f io.ReaderAt, b []byte, off int64, path string) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil // io.ReaderAt may report io.EOF with the last bytes
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The file shrank under us, or its Size lied: it is truncated.
+		return errs.At(errs.InvalidArchive, pkg, path, off, "file ends inside the header")
+	}
+	// A machine I/O failure has no class: it says nothing about the input.
+	return fmt.Errorf("%s: read %s: %w", pkg, path, err)
+}
+
+// parseHeader checks the header JSON hdr of a file whose data section
+// (everything after the header) is dataLen bytes long.
+func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
+	r, err := newJSONReader(hdr, lengthPrefix, path)
+	if err != nil {
+		return nil, err
+	}
+	h := &header{frameSize: lengthPrefix + int64(len(hdr))}
+	if c := r.peek(); c != '{' {
+		return nil, r.fail(errs.SchemaError, "header is not a JSON object")
+	}
+	seen := map[string]bool{}
+	err = r.object(func(key string, keyAt int64) error {
+		if seen[key] {
+			return errs.At(errs.SchemaError, pkg, path, keyAt, "duplicate key %q", key)
+		}
+		seen[key] = true
+		if key == metadataKey {
+			meta, err := readMetadata(r, budget)
+			h.meta = meta
+			return err
+		}
+		e, err := readEntry(r, key, keyAt, dataLen)
+		h.tensors = append(h.tensors, e)
+		if err != nil {
+			return err
+		}
+		// The entry, its name (also in seen) and what the layout and the
+		// manifest keep of it.
+		return budget.Charge(3*int64(len(key)) + int64(len(e.dtype)) + 8*int64(len(e.shape)) + entryCost)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	return h, checkOffsets(path, h, dataLen)
+}
+
+// entryCost is what a tensor entry costs beyond its strings: the entry,
+// its map slot, its Layout tensor and extent.
+const entryCost = 256
+
+// readMetadata reads __metadata__: a string→string map, or null.
+func readMetadata(r *jsonReader, budget *formats.Budget) (map[string]string, error) {
+	if r.null() {
+		return nil, nil
+	}
+	if r.peek() != '{' {
+		return nil, r.fail(errs.SchemaError, "%s must be an object of strings or null", metadataKey)
+	}
+	meta := map[string]string{}
+	err := r.object(func(key string, keyAt int64) error {
+		if _, dup := meta[key]; dup {
+			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "duplicate %s key %q", metadataKey, key)
+		}
+		if r.peek() != '"' {
+			return r.fail(errs.SchemaError, "%s value of %q must be a string", metadataKey, key)
+		}
+		v, err := r.str()
+		meta[key] = v
+		if err != nil {
+			return err
+		}
+		return budget.Charge(2*int64(len(key)+len(v)) + 64) // the map, then the manifest's Meta
+	})
+	return meta, err
+}
+
+// readEntry reads one tensor's {"dtype", "shape", "data_offsets"} and checks
+// it against itself and the data section.
+func readEntry(r *jsonReader, name string, at int64, dataLen int64) (entry, error) {
+	e := entry{name: name, at: at}
+	if r.peek() != '{' {
+		return e, r.fail(errs.SchemaError, "tensor %q: entry must be an object", name)
+	}
+	const hasDType, hasShape, hasOffsets = 1, 2, 4
+	var have int
+	err := r.object(func(key string, keyAt int64) error {
+		var flag int
+		switch key {
+		case "dtype":
+			flag = hasDType
+		case "shape":
+			flag = hasShape
+		case "data_offsets":
+			flag = hasOffsets
+		default:
+			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: unknown key %q", name, key)
+		}
+		if have&flag != 0 {
+			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: duplicate key %q", name, key)
+		}
+		have |= flag
+		switch flag {
+		case hasDType:
+			if r.peek() != '"' {
+				return r.fail(errs.SchemaError, "tensor %q: dtype must be a string", name)
+			}
+			var err error
+			e.dtype, err = r.str()
+			return err
+		case hasShape:
+			e.shape = []int64{} // a scalar's shape is [], never nil
+			return r.array(func() error {
+				d, err := r.uint("shape dimension")
+				if err == nil && d > math.MaxInt64 {
+					err = r.fail(errs.SchemaError, "tensor %q: shape dimension %d is out of range", name, d)
+				}
+				e.shape = append(e.shape, int64(d))
+				return err
+			})
+		default:
+			return readOffsets(r, &e, dataLen)
+		}
+	})
+	if err != nil {
+		return e, err
+	}
+	if have != hasDType|hasShape|hasOffsets {
+		return e, errs.At(errs.SchemaError, pkg, r.path, at, "tensor %q: entry lacks dtype, shape or data_offsets", name)
+	}
+	size, err := TensorSize(e.dtype, e.shape)
+	if err != nil {
+		return e, locate(err, r.path, at, name)
+	}
+	if e.end-e.begin != size {
+		return e, errs.At(errs.SchemaError, pkg, r.path, at, "tensor %q: data_offsets [%d,%d] hold %d bytes, %s%v needs %d",
+			name, e.begin, e.end, e.end-e.begin, e.dtype, e.shape, size)
+	}
+	return e, nil
+}
+
+// readOffsets reads data_offsets [begin, end], which must lie in the data
+// section: a range past its end is a broken (often truncated) file.
+func readOffsets(r *jsonReader, e *entry, dataLen int64) error {
+	var offs []uint64
+	err := r.array(func() error {
+		v, err := r.uint("data offset")
+		offs = append(offs, v)
+		if len(offs) > 2 {
+			return r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(offs) != 2 {
+		return r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
+	}
+	if offs[0] > offs[1] {
+		return r.fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] end before they begin", e.name, offs[0], offs[1])
+	}
+	if offs[1] > uint64(dataLen) {
+		return r.fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] pass the end of the %d-byte data section",
+			e.name, offs[0], offs[1], dataLen)
+	}
+	e.begin, e.end = int64(offs[0]), int64(offs[1])
+	return nil
+}
+
+// checkOffsets sorts the tensors by data offset and checks that they tile
+// the data section exactly: from 0, no holes, no overlaps, nothing after.
+func checkOffsets(path string, h *header, dataLen int64) error {
+	// Zero-size tensors may share an offset; the name makes the order total.
+	sort.Slice(h.tensors, func(i, j int) bool {
+		a, b := h.tensors[i], h.tensors[j]
+		if a.begin != b.begin {
+			return a.begin < b.begin
+		}
+		if a.end != b.end {
+			return a.end < b.end
+		}
+		return a.name < b.name
+	})
+	var next int64
+	for _, e := range h.tensors {
+		switch {
+		case e.begin > next:
+			return errs.At(errs.InvalidArchive, pkg, path, e.at, "tensor %q: %d unused bytes before its data at %d", e.name, e.begin-next, e.begin)
+		case e.begin < next:
+			return errs.At(errs.InvalidArchive, pkg, path, e.at, "tensor %q: data [%d,%d] overlaps the tensor before it, which ends at %d", e.name, e.begin, e.end, next)
+		}
+		next = e.end
+	}
+	if next != dataLen {
+		return errs.At(errs.InvalidArchive, pkg, path, h.frameSize+next, "%d bytes after the last tensor's data", dataLen-next)
+	}
+	return nil
+}
+
+// locate gives a classified error without a place the file and offset.
+func locate(err error, path string, at int64, name string) error {
+	var e *errs.Error
+	if errors.As(err, &e) && e.Path == "" {
+		c := *e
+		c.Path, c.Offset, c.Msg = path, at, fmt.Sprintf("tensor %q: %s", name, e.Msg)
+		return &c
+	}
+	return err
+}

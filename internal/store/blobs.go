@@ -1,0 +1,288 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// BlobPath is the file that holds a raw blob.
+func (s *Store) BlobPath(d objects.Digest) string {
+	h := d.String()
+	return filepath.Join(s.dir, objectsDir, h[:2], h)
+}
+
+// PackPath is the file of a pack.
+func (s *Store) PackPath(id PackID) string {
+	return filepath.Join(s.dir, objectsDir, "packs", id.String()+".pack")
+}
+
+// BlobSet is a snapshot of the blobs a store has recorded.
+type BlobSet struct{ sorted []objects.Digest }
+
+// Has reports whether d was recorded when the snapshot was taken.
+func (b *BlobSet) Has(d objects.Digest) bool {
+	i := sort.Search(len(b.sorted), func(i int) bool { return bytes.Compare(b.sorted[i][:], d[:]) >= 0 })
+	return i < len(b.sorted) && b.sorted[i] == d
+}
+
+// KnownBlobs takes a snapshot of every recorded blob digest (32 bytes each),
+// so that an add can skip what the store has without holding the index
+// open while it hashes. Blobs fsck marked suspect are left out: an add
+// writes them again, and the new copy heals the store (RecordBlobs).
+func (s *Store) KnownBlobs() (*BlobSet, error) {
+	set := &BlobSet{}
+	err := s.View(func(tx *bolt.Tx) error {
+		suspect := tx.Bucket(bucketSuspect)
+		return tx.Bucket(bucketBlobs).ForEach(func(k, _ []byte) error {
+			if suspect == nil || suspect.Get(k) == nil {
+				set.sorted = append(set.sorted, objects.Digest(k))
+			}
+			return nil
+		})
+	})
+	return set, err // bbolt iterates in key order: sorted already
+}
+
+// BlobWriter writes a batch of new blobs. Put may be called from many
+// goroutines; Commit makes every blob durable under its final name; Abort
+// removes what Commit did not.
+type BlobWriter struct {
+	s     *Store
+	known *BlobSet
+
+	mu      sync.Mutex
+	claimed map[objects.Digest]bool
+	loose   []looseBlob
+	pack    *openPack   // the pack small blobs are appended to
+	packs   []*openPack // full packs, closed
+	err     error       // a failed pack write poisons the batch
+}
+
+type looseBlob struct {
+	rec BlobRecord
+	tmp string
+}
+
+type openPack struct {
+	id   PackID
+	tmp  string
+	f    WritableFile
+	size int64
+	recs []BlobRecord
+}
+
+// NewBlobWriter starts a batch; blobs in known are not written again.
+func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
+	if known == nil {
+		known = &BlobSet{}
+	}
+	return &BlobWriter{s: s, known: known, claimed: map[objects.Digest]bool{}}
+}
+
+// Put stores data as blob d unless the store or the batch already has it,
+// and reports whether it wrote it. The caller has computed d from data.
+func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
+	w.mu.Lock()
+	if w.err != nil {
+		defer w.mu.Unlock()
+		return false, w.err
+	}
+	if w.claimed[d] || w.known.Has(d) {
+		w.mu.Unlock()
+		return false, nil
+	}
+	w.claimed[d] = true
+	if len(data) < PackThreshold {
+		defer w.mu.Unlock()
+		if err := w.appendToPack(BlobRecord{Digest: d, Size: int64(len(data))}, data); err != nil {
+			w.err = err
+			return false, err
+		}
+		return true, nil
+	}
+	w.mu.Unlock()
+	tmp, err := w.s.writeTemp(d.String(), data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		delete(w.claimed, d)
+		return false, err
+	}
+	w.loose = append(w.loose, looseBlob{rec: BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingRaw}, tmp: tmp})
+	Failpoint(FailBlobTempWritten)
+	return true, nil
+}
+
+// PutStored stores blob rec.Digest (rec.Size raw bytes) as it is kept on
+// disk: stored is its bytes in rec.Coding (a coded blob goes into a pack;
+// the caller has checked that stored decodes to the blob). It reports
+// whether it wrote it.
+func (w *BlobWriter) PutStored(rec BlobRecord, stored []byte) (bool, error) {
+	if !rec.Coded() {
+		return w.Put(rec.Digest, stored)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return false, w.err
+	}
+	if w.claimed[rec.Digest] || w.known.Has(rec.Digest) {
+		return false, nil
+	}
+	w.claimed[rec.Digest] = true
+	rec = BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: rec.Coding, Stored: int64(len(stored)), Base: rec.Base}
+	if err := w.appendToPack(rec, stored); err != nil {
+		w.err = err
+		return false, err
+	}
+	return true, nil
+}
+
+// appendToPack writes rec's stored bytes at the end of the open pack; w.mu
+// is held.
+func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
+	if w.pack == nil {
+		p := &openPack{}
+		rand.Read(p.id[:])
+		p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
+		f, err := w.s.fs.Create(p.tmp)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		p.f = f
+		w.pack = p
+	}
+	p := w.pack
+	if _, err := p.f.Write(data); err != nil {
+		return fmt.Errorf("store: write pack: %w", err)
+	}
+	Failpoint(FailBlobTempWritten)
+	rec.Encoding, rec.Pack, rec.Offset = EncodingPacked, p.id, p.size
+	p.recs = append(p.recs, rec)
+	p.size += int64(len(data))
+	if p.size >= packTarget {
+		return w.closePack()
+	}
+	return nil
+}
+
+func (w *BlobWriter) closePack() error {
+	if w.pack == nil {
+		return nil
+	}
+	p := w.pack
+	w.pack = nil
+	w.packs = append(w.packs, p)
+	startWriteback(p.f)
+	if err := p.f.Close(); err != nil {
+		return fmt.Errorf("store: close pack: %w", err)
+	}
+	p.f = nil
+	return nil
+}
+
+// Commit makes the batch durable: one sync of the filesystem for the temp
+// files' bytes, the renames, one more for the directory entries. It returns
+// the records to put in the index.
+func (w *BlobWriter) Commit() ([]BlobRecord, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return nil, w.err
+	}
+	if err := w.closePack(); err != nil {
+		return nil, err
+	}
+	if len(w.loose) == 0 && len(w.packs) == 0 {
+		return nil, nil
+	}
+	Failpoint(FailBeforeSync)
+	if err := w.s.syncAll(); err != nil {
+		return nil, err
+	}
+	var out []BlobRecord
+	made := map[string]bool{}
+	publish := func(tmp, final string) error {
+		if dir := filepath.Dir(final); !made[dir] {
+			if err := w.s.fs.MkdirAll(dir); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			made[dir] = true
+		}
+		if err := w.s.fs.Rename(tmp, final); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
+	}
+	for _, b := range w.loose {
+		if err := publish(b.tmp, w.s.BlobPath(b.rec.Digest)); err != nil {
+			return nil, err
+		}
+		out = append(out, b.rec)
+	}
+	w.loose = nil
+	for _, p := range w.packs {
+		if err := publish(p.tmp, w.s.PackPath(p.id)); err != nil {
+			return nil, err
+		}
+		out = append(out, p.recs...)
+	}
+	w.packs = nil
+	Failpoint(FailAfterRename)
+	if err := w.s.syncAll(); err != nil {
+		return nil, err
+	}
+	Failpoint(FailBlobsDurable)
+	return out, nil
+}
+
+// Abort removes the temp files of blobs not yet committed.
+func (w *BlobWriter) Abort() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closePack()
+	for _, b := range w.loose {
+		w.s.fs.Remove(b.tmp)
+	}
+	for _, p := range w.packs {
+		w.s.fs.Remove(p.tmp)
+	}
+	w.loose, w.packs = nil, nil
+}
+
+// writeTemp writes data to a new file in tmp/ whose name starts with name.
+func (s *Store) writeTemp(name string, data []byte) (string, error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	p := filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
+	f, err := s.fs.Create(p)
+	if err != nil {
+		return "", fmt.Errorf("store: %w", err)
+	}
+	_, werr := f.Write(data)
+	startWriteback(f)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		s.fs.Remove(p)
+		return "", fmt.Errorf("store: write blob: %w", err)
+	}
+	return p, nil
+}
+
+// syncAll flushes every dirty page and inode of the store's filesystem.
+func (s *Store) syncAll() error {
+	if err := s.fs.SyncFS(s.dir); err != nil {
+		return fmt.Errorf("store: syncfs: %w", err)
+	}
+	return nil
+}

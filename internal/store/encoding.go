@@ -1,0 +1,233 @@
+package store
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/bytegroup"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// Coding says how a blob's bytes are coded on disk, apart from where they
+// lie (Encoding). A record written before codings existed has none: raw.
+type Coding byte
+
+const (
+	// CodingRaw is the blob's bytes as they are. A record keeps raw as the
+	// zero Coding: records from before codings have no coding field, and
+	// records compare equal whichever way they were made.
+	CodingRaw Coding = iota + 1
+	// CodingGrouped is the blob's bytes split into byte planes and entropy
+	// coded (internal/bytegroup).
+	CodingGrouped
+	// CodingDelta is the XOR of the blob with its base blob (the same-offset
+	// chunk of a tensor of the same dtype and length), byte-grouped and
+	// coded. A base is never itself a delta: a read needs at most two blobs.
+	CodingDelta
+)
+
+func (c Coding) String() string {
+	switch c {
+	case 0, CodingRaw:
+		return "raw"
+	case CodingGrouped:
+		return "grouped"
+	case CodingDelta:
+		return "delta"
+	}
+	return fmt.Sprintf("coding(%d)", byte(c))
+}
+
+// ParseCoding is String's inverse (the journal spells codings by name).
+func ParseCoding(s string) (Coding, bool) {
+	for _, c := range []Coding{CodingRaw, CodingGrouped, CodingDelta} {
+		if c.String() == s {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+func (c Coding) coded() bool { return c == CodingGrouped || c == CodingDelta }
+
+// Coded reports whether the record's bytes on disk are not the raw bytes.
+func (r BlobRecord) Coded() bool { return r.Coding.coded() }
+
+// StoredSize is the bytes the blob takes on disk.
+func (r BlobRecord) StoredSize() int64 {
+	if r.Coded() {
+		return r.Stored
+	}
+	return r.Size
+}
+
+// Record trailer of a coded blob, after the location: coding(1) stored(8)
+// [base(32) for a delta]. A raw blob has none, as before codings.
+func appendCoding(b []byte, r BlobRecord) []byte {
+	if !r.Coded() {
+		return b
+	}
+	b = append(b, byte(r.Coding))
+	b = append(b, u64(uint64(r.Stored))...)
+	if r.Coding == CodingDelta {
+		b = append(b, r.Base[:]...)
+	}
+	return b
+}
+
+// decodeCoding parses the trailer t of r's record.
+func decodeCoding(r *BlobRecord, t []byte) bool {
+	if len(t) == 0 { // raw: the zero Coding, as in records from before codings
+		return true
+	}
+	if r.Encoding != EncodingPacked || len(t) < 9 {
+		return false // coded blobs live in packs only (the journal places them)
+	}
+	r.Coding, r.Stored = Coding(t[0]), int64(getU64(t[1:9]))
+	switch {
+	case r.Coding == CodingGrouped && len(t) == 9:
+	case r.Coding == CodingDelta && len(t) == 9+32:
+		copy(r.Base[:], t[9:])
+	default:
+		return false
+	}
+	// Coding is kept only when it shrinks the blob.
+	return r.Stored > 0 && r.Stored < r.Size
+}
+
+// attachBase fills in the record of a delta's base, when the index has one.
+func attachBase(tx *bolt.Tx, r *BlobRecord) error {
+	if r.Coding != CodingDelta {
+		return nil
+	}
+	v := tx.Bucket(bucketBlobs).Get(r.Base[:])
+	if v == nil {
+		return nil // the read reports it
+	}
+	b, err := decodeBlobRecord(r.Base, v)
+	if err != nil {
+		return err
+	}
+	r.BaseRec = &b
+	return nil
+}
+
+// EncodeBlob returns the smallest coding of raw found: byte-grouped in
+// width planes, or, when base (the raw bytes of a blob that is not itself a
+// delta) is given, the XOR delta against it, whichever is smaller. It
+// returns CodingRaw and nil when neither is smaller than raw.
+func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
+	best, coding := []byte(nil), CodingRaw
+	if base != nil {
+		delta := bytegroup.EncodeWith(bytegroup.XOR(nil, raw, base), width, base)
+		if len(delta) < len(raw) {
+			best, coding = delta, CodingDelta
+		}
+		if len(delta)*100 < len(raw)*62 {
+			return coding, best // grouped alone does not get there on weights (~0.67)
+		}
+	}
+	if g := bytegroup.Encode(raw, width); len(g) < len(raw) && (best == nil || len(g) < len(best)) {
+		best, coding = g, CodingGrouped
+	}
+	return coding, best
+}
+
+// decodeBlob turns the stored bytes of rec into its raw bytes in buf
+// (grown as needed); base is the raw bytes of its base, for a delta.
+func decodeBlob(rec BlobRecord, stored, base, buf []byte) ([]byte, error) {
+	out, err := bytegroup.DecodeWith(buf, stored, int(rec.Size), base)
+	if err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s: its %s bytes do not decode (run `mstore fsck`)", rec.Digest.Short(), rec.Coding)
+	}
+	if rec.Coding == CodingDelta {
+		out = bytegroup.XOR(out, out, base)
+	}
+	return out, nil
+}
+
+// baseOf checks that a delta's base is known and not itself a delta.
+func baseOf(rec BlobRecord) (BlobRecord, error) {
+	if rec.BaseRec == nil {
+		return BlobRecord{}, errs.New(errs.IntegrityError, "store", "blob %s is a delta against %s, which the index does not record (run `mstore fsck`)", rec.Digest.Short(), rec.Base.Short())
+	}
+	if rec.BaseRec.Coding == CodingDelta || rec.BaseRec.Digest != rec.Base {
+		return BlobRecord{}, errs.New(errs.IntegrityError, "store", "blob %s is a delta against %s, which is itself a delta (run `mstore fsck`)", rec.Digest.Short(), rec.Base.Short())
+	}
+	return *rec.BaseRec, nil
+}
+
+// CodingStats is what one coding holds.
+type CodingStats struct {
+	Blobs       int     `json:"blobs"`
+	RawBytes    int64   `json:"raw_bytes"`
+	StoredBytes int64   `json:"stored_bytes"`
+	Ratio       float64 `json:"ratio"` // stored / raw
+}
+
+// DeltaBases returns, for every delta blob of recs, its base: what gc must
+// keep while the delta lives.
+func DeltaBases(recs map[objects.Digest]BlobRecord) map[objects.Digest]objects.Digest {
+	out := map[objects.Digest]objects.Digest{}
+	for d, r := range recs {
+		if r.Coding == CodingDelta {
+			out[d] = r.Base
+		}
+	}
+	return out
+}
+
+// Standalone reads the delta rec and codes it again without its base (gc
+// does this before it removes a base no version needs any more). It returns
+// the new record (grouped, or raw when coding does not pay) and its stored
+// bytes, for BlobWriter.PutStored.
+func (r *BlobReader) Standalone(rec BlobRecord) (BlobRecord, []byte, error) {
+	raw, err := r.Read(rec, nil)
+	if err != nil {
+		return BlobRecord{}, nil, err
+	}
+	width := 1
+	if sp, err := r.readStored(rec, nil, false); err == nil {
+		if w, err := bytegroup.Width(sp); err == nil {
+			width = w
+		}
+	}
+	coding, stored := EncodeBlob(raw, width, nil)
+	out := BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: coding}
+	if coding == CodingRaw {
+		return out, raw, nil
+	}
+	return out, stored, nil
+}
+
+// CheckStored checks that stored, the bytes of blob rec as another store
+// keeps them (coded as rec.Coding; a remote that knows the coding sends
+// them so), decode to the blob's raw digest, a delta against rec.BaseRec
+// read from this store. The caller then writes them with PutStored; a
+// remote that does not know a coding sends raw bytes, which Put checks by
+// their digest as always.
+func (r *BlobReader) CheckStored(rec BlobRecord, stored []byte) error {
+	if !rec.Coded() {
+		return objects.Verify(stored, rec.Digest, "blob "+rec.Digest.Short())
+	}
+	if rec.Size > objects.ChunkSize || int64(len(stored)) >= rec.Size {
+		return errs.New(errs.IntegrityError, "store", "blob %s: %d coded bytes for %d raw", rec.Digest.Short(), len(stored), rec.Size)
+	}
+	var base []byte
+	if rec.Coding == CodingDelta {
+		brec, err := baseOf(rec)
+		if err != nil {
+			return err
+		}
+		if base, err = r.Read(brec, nil); err != nil {
+			return err
+		}
+	}
+	out, err := decodeBlob(rec, stored, base, nil)
+	if err != nil {
+		return err
+	}
+	return objects.Verify(out, rec.Digest, "blob "+rec.Digest.Short())
+}

@@ -1,0 +1,480 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/journal"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// FsckOptions say how fsck runs.
+type FsckOptions struct {
+	// Repair removes leftovers: temp files, and blob and pack files the
+	// index does not record. It never touches anything recorded.
+	Repair bool
+	// Workers bounds the blobs re-hashed at once; zero means one per CPU.
+	Workers int
+	// LockWait bounds the wait for the store's lock; zero means the store's
+	// LockTimeout.
+	LockWait time.Duration
+	// Names is the layer of names (package names gives refs'): fsck checks
+	// its records and that every name reaches a manifest, and calls a
+	// version no name reaches unreferenced. Without it, names are not
+	// checked and nothing is called unreferenced.
+	Names Names
+}
+
+// Finding is one thing fsck reports.
+type Finding struct {
+	// Kind is what the finding is about: blob, pack, manifest, ref, tag,
+	// refs (the refs buckets as a whole), index, temp or file.
+	Kind   string `json:"kind"`
+	ID     string `json:"id,omitempty"`   // digest, pack id, ref or tag name
+	Path   string `json:"path,omitempty"` // relative to the store directory
+	Size   int64  `json:"size,omitempty"`
+	Detail string `json:"detail"`
+	// Affects names, for a missing or corrupt blob, what it breaks: each
+	// version (with the names that reach it), file and tensor that needs it.
+	Affects []string `json:"affects,omitempty"`
+	// Heal says how to bring a missing or corrupt blob back.
+	Heal string `json:"heal,omitempty"`
+}
+
+// maxAffects bounds the list of what one blob breaks.
+const maxAffects = 20
+
+// healHint is what fsck tells the user to do about a bad blob. fsck marks
+// it suspect, so that the next add of a model that holds its bytes writes
+// it again instead of trusting the store's copy.
+const healHint = "re-add the model this version came from (`mstore add PATH --name NAME`): the add rewrites this blob from the source and the store is healed; " +
+	"or remove the versions that need it (`mstore rm`) and run `mstore gc`"
+
+// FsckReport is what fsck found. Missing and Corrupt are errors: something
+// the store promises to hold is not there, or not as recorded.
+// Unreferenced (what gc will free) and Leftovers (what a crashed command
+// left behind) are not.
+type FsckReport struct {
+	OK           bool      `json:"ok"`
+	Blobs        int       `json:"blobs"` // blobs re-hashed (found or not as recorded)
+	Bytes        int64     `json:"bytes"` // bytes re-hashed
+	Packs        int       `json:"packs"`
+	Manifests    int       `json:"manifests"`
+	Refs         int       `json:"refs"`
+	Tags         int       `json:"tags"`
+	Missing      []Finding `json:"missing"`
+	Corrupt      []Finding `json:"corrupt"`
+	Unreferenced []Finding `json:"unreferenced"`
+	// Leftovers lists what crashed commands left: temp files in tmp/
+	// (Kind "temp", the store's own temp area, checkout leftovers
+	// included), blob and pack files the index does not record.
+	Leftovers []Finding `json:"leftovers"`
+	Repaired  []Finding `json:"repaired"`
+	// Warnings are what fsck could not fully judge, and why.
+	Warnings []string `json:"warnings"`
+}
+
+// need is a blob a manifest needs, with the size the manifest expects and
+// where in the manifest.
+type need struct {
+	digest objects.Digest
+	size   int64
+	where  string // "tensor NAME", "file PATH" or "the manifest itself"
+}
+
+// fsckState is what fsck read from the index, copied out of the
+// transaction.
+type fsckState struct {
+	recs      map[objects.Digest]BlobRecord
+	needs     map[objects.Digest][]need // by manifest, for manifests that decode
+	reachable map[objects.Digest]bool
+	names     map[objects.Digest][]string // the names that reach each version
+	layer     Names
+	// unreadable: named versions whose manifest does not decode; what
+	// they need is unknown, so no blob is called unreferenced.
+	unreadable []objects.Digest
+}
+
+// Fsck checks the whole store: the index's own structure, every manifest
+// and ref, and the bytes of every blob, re-hashed in parallel. It holds the
+// shared lock (the exclusive one with Repair), so that gc never deletes
+// what it is checking. It returns an error only when it could not check;
+// what it finds is in the report.
+func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
+	mode := LockShared
+	if opts.Repair {
+		mode = LockExclusive
+	}
+	lock, err := s.Lock(mode, opts.LockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+
+	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}, Warnings: []string{}}
+	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}, layer: opts.Names}
+	if err := s.checkedView(func(tx *bolt.Tx, canCheck bool) error { return s.checkIndex(tx, canCheck, r, st) }); err != nil {
+		return nil, err
+	}
+	r.checkNeeds(st)
+	files, err := s.checkFiles(r, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
+		return nil, err
+	}
+	if log, err := journal.Read(s.journalPath()); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
+	} else if log.Damaged > 0 || log.Orphans > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal has %d damaged batch(es) and %d stray line(s): what they recorded could not be rebuilt from it", log.Damaged, log.Orphans))
+	}
+	bad := r.explainBad(st)
+	if err := s.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, bad) }); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("could not mark the %d bad blob(s) for healing in the index: %v", len(bad), err))
+	}
+	if opts.Repair {
+		if err := s.repair(r, files); err != nil {
+			return r, err
+		}
+	}
+	for _, l := range [][]Finding{r.Missing, r.Corrupt, r.Unreferenced, r.Leftovers} {
+		sort.SliceStable(l, func(i, j int) bool { return l[i].Kind+l[i].ID+l[i].Path < l[j].Kind+l[j].ID+l[j].Path })
+	}
+	r.OK = len(r.Missing) == 0 && len(r.Corrupt) == 0
+	return r, nil
+}
+
+// checkIndex reads the index: bbolt's own page checks, the format record,
+// the refs, every manifest and every blob record.
+func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckState) error {
+	corrupt := func(kind, id, format string, args ...any) {
+		r.Corrupt = append(r.Corrupt, Finding{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	if canCheck {
+		for err := range tx.Check() {
+			corrupt("index", "", "%v (run `mstore fsck --rebuild-index`)", err)
+		}
+	} else {
+		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
+	}
+	if err := s.checkFormat(tx); err != nil {
+		return err
+	}
+	err := tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+		d := objects.Digest(k)
+		rec, err := decodeBlobRecord(d, v)
+		switch {
+		case len(k) != len(d):
+			corrupt("index", fmt.Sprintf("%x", k), "blob record under a key of %d bytes", len(k))
+		case err != nil:
+			corrupt("blob", d.String(), "%v", err)
+		case rec.Size > objects.ChunkSize || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
+			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, raw packed blobs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
+		default:
+			st.recs[d] = rec
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = ForEachManifest(tx, func(d objects.Digest) error {
+		r.Manifests++
+		m, err := Manifest(tx, d)
+		if err != nil {
+			corrupt("manifest", d.String(), "%v", err)
+			st.unreadable = append(st.unreadable, d)
+			return nil
+		}
+		st.needs[d] = append(manifestNeeds(m), need{d, int64(len(tx.Bucket(bucketManifests).Get(d[:]))), "the manifest itself (its copy for `fsck --rebuild-index`)"})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if st.layer == nil {
+		r.Warnings = append(r.Warnings, "names (refs, tags) were not checked")
+		st.reachable = map[objects.Digest]bool{}
+		for d := range st.needs {
+			st.reachable[d] = true
+		}
+		return nil
+	}
+	if err := st.layer.Check(tx); err != nil {
+		corrupt("refs", "", "%v", err)
+	}
+	s.checkNames(tx, st.layer, r, st)
+	return nil
+}
+
+// checkNames checks that every ref, every entry of its history and every
+// tag names a manifest the store has.
+func (s *Store) checkNames(tx *bolt.Tx, names Names, r *FsckReport, st *fsckState) {
+	corrupt := func(err error) { r.Corrupt = append(r.Corrupt, Finding{Kind: "refs", Detail: err.Error()}) }
+	has := ManifestIndex{Tx: tx}
+	missing := func(kind, name string, d objects.Digest, what string) {
+		if !has.HasManifest(d) {
+			r.Missing = append(r.Missing, Finding{Kind: "manifest", ID: d.String(), Detail: fmt.Sprintf("%s %s names it (%s)", kind, name, what)})
+		}
+	}
+	refCount, tagCount, problems := names.EachName(tx, func(kind, name string, d objects.Digest, what string) {
+		st.names[d] = append(st.names[d], name)
+		if kind == "ref" {
+			name, _, _ = strings.Cut(name, "~")
+		}
+		missing(kind, name, d, what)
+	})
+	r.Refs, r.Tags = refCount, tagCount
+	for _, err := range problems {
+		corrupt(err)
+	}
+	var err error
+	st.reachable, err = names.Referenced(tx)
+	if err != nil {
+		corrupt(err)
+		// Without the names, call nothing unreferenced.
+		st.reachable = map[objects.Digest]bool{}
+		for d := range st.needs {
+			st.reachable[d] = true
+		}
+	}
+}
+
+// manifestNeeds lists every blob m needs with the size m expects.
+func manifestNeeds(m *objects.Manifest) []need {
+	var out []need
+	add := func(size int64, chunks []objects.Digest, where string) {
+		for i, c := range chunks {
+			_, n := objects.ChunkBounds(size, i)
+			out = append(out, need{c, n, where})
+		}
+	}
+	for _, t := range m.Tensors {
+		add(t.Size, t.Chunks, "tensor "+strconv.Quote(t.Name))
+	}
+	for _, f := range m.Files {
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				add(e.Size, e.Data.Chunks, "file "+strconv.Quote(f.Path))
+			}
+		}
+	}
+	return out
+}
+
+// explainBad fills in, for every missing or corrupt blob, what it breaks
+// and how to heal it, and returns those blobs with why (for MarkSuspect).
+func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
+	bad := map[objects.Digest]string{}
+	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
+		for _, f := range *l {
+			if f.Kind != "blob" {
+				continue
+			}
+			if d, err := objects.ParseDigest(f.ID); err == nil {
+				bad[d] = f.Detail
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return bad
+	}
+	affects := map[objects.Digest][]string{}
+	more := map[objects.Digest]int{}
+	for _, md := range sortedDigests(st.needs) {
+		version := "version " + md.Short()
+		if names := st.names[md]; len(names) > 0 {
+			version += " (" + strings.Join(names, ", ") + ")"
+		} else {
+			version += " (no name reaches it)"
+		}
+		seen := map[string]bool{}
+		for _, n := range st.needs[md] {
+			if _, ok := bad[n.digest]; !ok || seen[n.digest.String()+n.where] {
+				continue
+			}
+			seen[n.digest.String()+n.where] = true
+			if len(affects[n.digest]) == maxAffects {
+				more[n.digest]++
+				continue
+			}
+			affects[n.digest] = append(affects[n.digest], version+": "+n.where)
+		}
+	}
+	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
+		for i, f := range *l {
+			d, err := objects.ParseDigest(f.ID)
+			if _, ok := bad[d]; f.Kind != "blob" || err != nil || !ok {
+				continue
+			}
+			a := affects[d]
+			if n := more[d]; n > 0 {
+				a = append(a, fmt.Sprintf("… and %d more", n))
+			}
+			if len(a) == 0 {
+				a = []string{"no version needs it"}
+			}
+			(*l)[i].Affects, (*l)[i].Heal = a, healHint
+		}
+	}
+	return bad
+}
+
+// checkNeeds checks that every blob every manifest needs is recorded with
+// the size the manifest expects, and lists what no named version needs.
+func (r *FsckReport) checkNeeds(st *fsckState) {
+	usedBy := map[objects.Digest]bool{}
+	reported := map[objects.Digest]bool{}
+	for _, md := range sortedDigests(st.needs) {
+		reachable := st.reachable[md]
+		if !reachable {
+			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "manifest", ID: md.String(), Detail: "no ref, history entry or tag names this version"})
+		}
+		for _, n := range st.needs[md] {
+			if reachable {
+				usedBy[n.digest] = true
+			}
+			rec, ok := st.recs[n.digest]
+			switch {
+			case reported[n.digest]:
+			case !ok:
+				reported[n.digest] = true
+				r.Missing = append(r.Missing, Finding{Kind: "blob", ID: n.digest.String(), Size: n.size,
+					Detail: fmt.Sprintf("manifest %s needs it; the index has no record of it", md.Short())})
+			case rec.Size != n.size:
+				reported[n.digest] = true
+				r.Corrupt = append(r.Corrupt, Finding{Kind: "blob", ID: n.digest.String(), Size: rec.Size,
+					Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, rec.Size)})
+			}
+		}
+	}
+	if len(st.unreadable) > 0 {
+		var ids []string
+		for _, d := range st.unreadable {
+			ids = append(ids, d.Short())
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("version(s) %s cannot be read: which blobs they need is unknown, so no blob is called unreferenced", strings.Join(ids, ", ")))
+	}
+	// A delta's base is needed as long as the delta is.
+	for d, base := range DeltaBases(st.recs) {
+		if usedBy[d] {
+			usedBy[base] = true
+		}
+	}
+	r.listUnreferenced(st, usedBy)
+}
+
+// listUnreferenced lists the blobs no named version needs.
+func (r *FsckReport) listUnreferenced(st *fsckState, usedBy map[objects.Digest]bool) {
+	if len(st.unreadable) > 0 {
+		return
+	}
+	for _, d := range sortedDigests(st.recs) {
+		if !usedBy[d] {
+			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "blob", ID: d.String(), Size: st.recs[d].Size,
+				Detail: "no named version needs it"})
+		}
+	}
+}
+
+func sortedDigests[V any](m map[objects.Digest]V) []objects.Digest {
+	out := make([]objects.Digest, 0, len(m))
+	for d := range m {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return string(out[i][:]) < string(out[j][:]) })
+	return out
+}
+
+// storeFiles is what fsck found on disk.
+type storeFiles struct {
+	loose     map[objects.Digest]StoredFile
+	packs     map[PackID]StoredFile
+	leftovers []StoredFile // removed by Repair
+}
+
+// checkFiles walks objects/ and tmp/: every file must be a recorded blob
+// or pack; others are leftovers.
+func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
+	files := &storeFiles{loose: map[objects.Digest]StoredFile{}, packs: map[PackID]StoredFile{}}
+	recordedPacks := map[PackID]int64{} // recorded bytes in each pack
+	for _, rec := range st.recs {
+		if rec.Encoding == EncodingPacked {
+			recordedPacks[rec.Pack] += rec.StoredSize()
+		}
+	}
+	leftover := func(f StoredFile, detail string) {
+		r.Leftovers = append(r.Leftovers, Finding{Kind: f.Kind.String(), ID: fileID(f), Path: f.Rel, Size: f.Size, Detail: detail})
+	}
+	err := s.WalkFiles(func(f StoredFile) error {
+		switch f.Kind {
+		case FileTemp:
+			leftover(f, "temp file of a command that is running or crashed")
+			files.leftovers = append(files.leftovers, f)
+		case FileUnknown:
+			leftover(f, "not a file mstore writes; left alone")
+		case FileLoose:
+			if rec, ok := st.recs[f.Digest]; ok && rec.Encoding == EncodingRaw {
+				files.loose[f.Digest] = f
+				return nil
+			}
+			if err := verifyFile(f); err != nil {
+				leftover(f, "blob file the index does not record, and "+err.Error())
+			} else {
+				leftover(f, "blob file the index does not record (written by a command that did not finish, or left by gc)")
+			}
+			files.leftovers = append(files.leftovers, f)
+		case FilePack:
+			recorded, ok := recordedPacks[f.Pack]
+			if !ok {
+				leftover(f, "pack the index does not record (written by a command that did not finish, or left by gc)")
+				files.leftovers = append(files.leftovers, f)
+				return nil
+			}
+			files.packs[f.Pack] = f
+			r.Packs++
+			if f.Size > recorded {
+				r.Unreferenced = append(r.Unreferenced, Finding{Kind: "pack", ID: f.Pack.String(), Path: f.Rel, Size: f.Size - recorded,
+					Detail: fmt.Sprintf("%d of its %d bytes hold no recorded blob (gc repacks it)", f.Size-recorded, f.Size)})
+			}
+		}
+		return nil
+	})
+	return files, err
+}
+
+func fileID(f StoredFile) string {
+	switch f.Kind {
+	case FileLoose:
+		return f.Digest.String()
+	case FilePack:
+		return f.Pack.String()
+	}
+	return ""
+}
+
+// repair removes the leftovers fsck found.
+func (s *Store) repair(r *FsckReport, files *storeFiles) error {
+	for _, f := range files.leftovers {
+		if err := s.RemoveFile(f.Path); err != nil {
+			return err
+		}
+		r.Repaired = append(r.Repaired, Finding{Kind: f.Kind.String(), ID: fileID(f), Path: f.Rel, Size: f.Size, Detail: "removed"})
+	}
+	return nil // not synced: a delete lost in a power failure is a leftover again
+}
+
+func workerCount(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}

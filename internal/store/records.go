@@ -1,0 +1,275 @@
+package store
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// Encoding says how a blob's bytes are kept on disk. Digests always name
+// the raw bytes, so a new encoding never changes a digest or a manifest.
+type Encoding byte
+
+const (
+	_ Encoding = iota
+	// EncodingRaw is one file per blob, objects/ab/<digest>.
+	EncodingRaw
+	// EncodingPacked is a run of a pack file, objects/packs/<id>.pack:
+	// small blobs share packs so that a model of many small tensors costs a
+	// few files, not one per tensor.
+	EncodingPacked
+)
+
+// PackThreshold is the size below which a blob goes into a pack file.
+const PackThreshold = 1 << 20
+
+// packTarget is the size at which a pack file is closed and another begun.
+const packTarget = 64 << 20
+
+// PackID names a pack file.
+type PackID [16]byte
+
+func (p PackID) String() string { return hex.EncodeToString(p[:]) }
+
+// BlobRecord is what the index knows of a blob.
+type BlobRecord struct {
+	Digest   objects.Digest
+	Size     int64
+	Encoding Encoding
+	Pack     PackID // for EncodingPacked
+	Offset   int64  // in the pack, for EncodingPacked
+	// Coding says how the bytes are coded (encoding.go); Size is always
+	// the raw size, Stored the size on disk of a coded blob.
+	Coding Coding
+	Stored int64
+	Base   objects.Digest // for CodingDelta
+	// BaseRec is the record of Base, filled in by Blob, Records and
+	// ForEachBlob so that a read needs no index of its own.
+	BaseRec *BlobRecord
+}
+
+// Record layout: encoding(1) size(8) [pack(16) offset(8)] [coding trailer,
+// see appendCoding].
+func encodeBlobRecord(r BlobRecord) []byte {
+	b := append([]byte{byte(r.Encoding)}, u64(uint64(r.Size))...)
+	if r.Encoding == EncodingPacked {
+		b = append(b, r.Pack[:]...)
+		b = append(b, u64(uint64(r.Offset))...)
+	}
+	return appendCoding(b, r)
+}
+
+func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
+	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
+	if len(b) < 9 {
+		return BlobRecord{}, bad
+	}
+	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
+	var trailer []byte
+	switch {
+	case r.Encoding == EncodingRaw:
+		trailer = b[9:]
+	case r.Encoding == EncodingPacked && len(b) >= 9+16+8:
+		copy(r.Pack[:], b[9:25])
+		r.Offset = int64(getU64(b[25:33]))
+		trailer = b[33:]
+	default:
+		return BlobRecord{}, bad
+	}
+	if !decodeCoding(&r, trailer) {
+		return BlobRecord{}, bad
+	}
+	if r.Size < 0 || r.Offset < 0 {
+		return BlobRecord{}, bad
+	}
+	return r, nil
+}
+
+// RecordBlobs adds records for blobs whose files are durable. A blob already
+// recorded keeps its record (its bytes are the same), unless fsck marked it
+// suspect (missing or corrupt): then the new copy heals it, its record
+// points at the new copy and the mark goes.
+func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	suspect := tx.Bucket(bucketSuspect)
+	for _, r := range recs {
+		marked := suspect != nil && suspect.Get(r.Digest[:]) != nil
+		if b.Get(r.Digest[:]) != nil && !marked {
+			continue
+		}
+		if marked {
+			if err := suspect.Delete(r.Digest[:]); err != nil {
+				return fmt.Errorf("store: clear suspect mark: %w", err)
+			}
+		}
+		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
+			return fmt.Errorf("store: record blob: %w", err)
+		}
+		if err := journalPacked(tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// journalPacked journals where a packed blob lies: a pack file has no table
+// of its own, and `fsck --rebuild-index` needs one. A loose blob file is
+// named by its digest and needs nothing.
+func journalPacked(tx *bolt.Tx, r BlobRecord) error {
+	if r.Encoding != EncodingPacked {
+		return nil
+	}
+	rec := journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset, Size: r.StoredSize()}
+	if r.Coded() {
+		// The rebuild decodes it (with its base, for a delta) to check it.
+		rec.Enc, rec.Raw, rec.Base = r.Coding.String(), r.Size, r.Base
+	}
+	return journal.Add(tx, rec)
+}
+
+// MarkSuspect replaces the set of blobs fsck found missing or corrupt by
+// bad: an add rewrites such a blob from its source instead of trusting the
+// copy the store has (KnownBlobs leaves them out).
+func MarkSuspect(tx *bolt.Tx, bad map[objects.Digest]string) error {
+	if tx.Bucket(bucketSuspect) != nil {
+		if err := tx.DeleteBucket(bucketSuspect); err != nil {
+			return fmt.Errorf("store: suspect blobs: %w", err)
+		}
+	}
+	b, err := tx.CreateBucket(bucketSuspect)
+	if err != nil {
+		return fmt.Errorf("store: suspect blobs: %w", err)
+	}
+	for _, d := range sortedDigests(bad) {
+		if err := b.Put(d[:], []byte(bad[d])); err != nil {
+			return fmt.Errorf("store: suspect blobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// Suspect returns the blobs fsck last marked missing or corrupt and not yet
+// healed, with why.
+func Suspect(tx *bolt.Tx) map[objects.Digest]string {
+	out := map[objects.Digest]string{}
+	if b := tx.Bucket(bucketSuspect); b != nil {
+		b.ForEach(func(k, v []byte) error {
+			out[objects.Digest(k)] = string(v)
+			return nil
+		})
+	}
+	return out
+}
+
+// Blob returns the index record of blob d.
+func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
+	v := tx.Bucket(bucketBlobs).Get(d[:])
+	if v == nil {
+		return BlobRecord{}, false, nil
+	}
+	r, err := decodeBlobRecord(d, v)
+	if err == nil {
+		err = attachBase(tx, &r)
+	}
+	return r, err == nil, err
+}
+
+// Records returns the index records of the blobs ds; a blob the index does
+// not know is an integrity_error (a manifest needs it).
+func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
+	out := make(map[objects.Digest]BlobRecord, len(ds))
+	for _, d := range ds {
+		r, ok, err := Blob(tx, d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+		}
+		out[d] = r
+	}
+	return out, nil
+}
+
+// ForEachBlob calls fn for every recorded blob.
+func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
+	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+		r, err := decodeBlobRecord(objects.Digest(k), v)
+		if err != nil {
+			return err
+		}
+		if err := attachBase(tx, &r); err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
+// RemoveBlobRecords deletes the records recs (gc's sweep). Each must still
+// be recorded exactly as given: a record that changed since gc read it means
+// that someone else wrote to the store, and nothing is deleted.
+func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	for _, r := range recs {
+		if err := sameRecord(b, r); err != nil {
+			return err
+		}
+		if err := b.Delete(r.Digest[:]); err != nil {
+			return fmt.Errorf("store: remove blob record: %w", err)
+		}
+		if s := tx.Bucket(bucketSuspect); s != nil {
+			if err := s.Delete(r.Digest[:]); err != nil {
+				return fmt.Errorf("store: remove blob record: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// ReplaceBlobRecords points recorded blobs at new copies of their bytes
+// (gc's repack). Each old record must still be recorded as it was, and
+// each new one must name the same digest and size as an old one.
+func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []BlobRecord) error {
+	recs = sortedRecords(recs)
+	b := tx.Bucket(bucketBlobs)
+	for _, r := range recs {
+		o, ok := old[r.Digest]
+		if !ok || o.Size != r.Size {
+			return fmt.Errorf("store: replace blob record %s: no old record of %d bytes", r.Digest.Short(), r.Size)
+		}
+		if err := sameRecord(b, o); err != nil {
+			return err
+		}
+		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
+			return fmt.Errorf("store: replace blob record: %w", err)
+		}
+		if err := journalPacked(tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameRecord(b *bolt.Bucket, r BlobRecord) error {
+	if !bytes.Equal(b.Get(r.Digest[:]), encodeBlobRecord(r)) {
+		return errs.New(errs.Conflict, "store", "the record of blob %s changed while gc ran; run gc again", r.Digest.Short())
+	}
+	return nil
+}
+
+// sortedRecords returns recs in digest order: bbolt inserts into a node by
+// shifting it until the commit splits it, so keys in order are cheap.
+func sortedRecords(recs []BlobRecord) []BlobRecord {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) })
+	return recs
+}

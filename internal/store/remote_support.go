@@ -1,0 +1,104 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// What remotes (internal/remote) need of a store: which blobs it lacks, and
+// the named remotes of `mstore remote add`, kept in the index as git keeps
+// them in its config.
+
+var bucketRemotes = []byte("remotes")
+
+// MissingBlobs returns those of ds that the index does not record, in order.
+func MissingBlobs(tx *bolt.Tx, ds []objects.Digest) []objects.Digest {
+	var out []objects.Digest
+	b := tx.Bucket(bucketBlobs)
+	for _, d := range ds {
+		if b.Get(d[:]) == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// PutRemote records the remote name at url, replacing an older url.
+func PutRemote(tx *bolt.Tx, name, url string) error {
+	b, err := tx.CreateBucketIfNotExists(bucketRemotes)
+	if err != nil {
+		return fmt.Errorf("store: remotes: %w", err)
+	}
+	return b.Put([]byte(name), []byte(url))
+}
+
+// RemoveRemote forgets the remote name and reports whether it was there.
+func RemoveRemote(tx *bolt.Tx, name string) (bool, error) {
+	b := tx.Bucket(bucketRemotes)
+	if b == nil || b.Get([]byte(name)) == nil {
+		return false, nil
+	}
+	return true, b.Delete([]byte(name))
+}
+
+// Remotes returns every named remote's url, by name.
+func Remotes(tx *bolt.Tx) map[string]string {
+	out := map[string]string{}
+	if b := tx.Bucket(bucketRemotes); b != nil {
+		b.ForEach(func(k, v []byte) error {
+			out[string(k)] = string(bytes.Clone(v))
+			return nil
+		})
+	}
+	return out
+}
+
+// OpenBlob opens the stored bytes of rec, unverified, for handing to a
+// receiver that checks them itself (serve gives a loose blob's file to
+// sendfile instead of reading and hashing it). A missing or short file is
+// an integrity_error.
+func (s *Store) OpenBlob(rec BlobRecord) (io.ReadSeekCloser, error) {
+	if rec.Coded() {
+		return nil, fmt.Errorf("store: blob %s is kept %s: read it with a BlobReader, which decodes it", rec.Digest.Short(), rec.Coding)
+	}
+	var path string
+	switch rec.Encoding {
+	case EncodingRaw:
+		path = s.BlobPath(rec.Digest)
+	case EncodingPacked:
+		path = s.PackPath(rec.Pack)
+	default:
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s: unknown encoding %d", rec.Digest.Short(), rec.Encoding)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s is missing from the store (run `mstore fsck`)", rec.Digest.Short())
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s: unreadable", rec.Digest.Short())
+	}
+	info, err := f.Stat()
+	if err != nil || info.Size() < rec.Offset+rec.Size || rec.Encoding == EncodingRaw && info.Size() != rec.Size {
+		f.Close()
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s: its file does not have the recorded size (run `mstore fsck`)", rec.Digest.Short())
+	}
+	if rec.Encoding == EncodingRaw {
+		return f, nil
+	}
+	return sectionFile{io.NewSectionReader(f, rec.Offset, rec.Size), f}, nil
+}
+
+type sectionFile struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s sectionFile) Close() error { return s.f.Close() }
