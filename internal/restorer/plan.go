@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/formats"
+	"github.com/mstore/mstore/formats/gguf"
 	"github.com/mstore/mstore/formats/safetensors"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/objects"
@@ -64,6 +65,7 @@ type plan struct {
 	// tree: the layout is a plain tree (Planned.Tree), checked file by
 	// file as it is written instead.
 	tree bool
+	note string // Planned.Note
 }
 
 func (p *plan) bytes() int64 {
@@ -94,6 +96,11 @@ type Planned struct {
 	// untransformed tensor, and is checked against that tensor's digest as
 	// it is written rather than parsed again.
 	Tree bool
+	// Extra are whole files written beside the layout's (path → bytes),
+	// such as the config.json of a GGUF model converted to HF.
+	Extra map[string][]byte
+	// Note is a remark for the user (Result.Note).
+	Note string
 }
 
 // PlanRequest is what a planner gets: the version being checked out, the
@@ -149,8 +156,9 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if err := p.adopt(planned, selected, read); err != nil {
 		return nil, err
 	}
+	p.files, p.note = append(p.files, extraFiles(planned.Extra)...), planned.Note
 	for _, f := range m.Files {
-		if f.Role == objects.RoleOther {
+		if f.Role == objects.RoleOther && planned.Extra[f.Path] == nil {
 			p.files = append(p.files, storedFile(m, f))
 		}
 	}
@@ -245,11 +253,22 @@ func planSafetensors(req PlanRequest) (*Planned, error) {
 	if err != nil {
 		return nil, err
 	}
+	extra, err := castConfig(req, tr != nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.Source.Format == gguf.Codec.Name() {
+		if in, tr, extra, err = ggufToHF(req, in, tr); err != nil {
+			return nil, err
+		} else if extra != nil {
+			name = "model"
+		}
+	}
 	l, err := safetensors.Plan(in, safetensors.PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &Planned{Layout: l, Transforms: tr}, nil
+	return &Planned{Layout: l, Transforms: tr, Extra: extra}, nil
 }
 
 // safetensorsFrom lets a source format say what a SafeTensors checkout of

@@ -25,6 +25,8 @@ type ggufModel struct {
 	version uint32
 	kvs     []gguf.KV // of the model (the first shard's), without split keys
 	tensors []objects.Tensor
+	hf      *hfGGUF // an HF llama-family directory converted for llama.cpp
+	note    string  // why an HF directory is not converted
 }
 
 // planGGUF writes the selected tensors as GGUF: each model of a GGUF
@@ -55,9 +57,13 @@ func planGGUF(req PlanRequest) (*Planned, error) {
 		if err != nil {
 			return nil, err
 		}
+		in, tr = keepNormsF32(m.tensors, in, tr)
 		kvs := m.kvs
 		if tr != nil {
 			kvs = withFileType(kvs, in)
+		}
+		if m.hf != nil {
+			in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
 		}
 		l, err := gguf.Plan(in, gguf.PlanOptions{Name: m.name, Version: m.version, KVs: kvs, Alignment: req.Options.Alignment,
 			SplitMaxTensors: req.Options.SplitMaxTensors, SplitMaxSize: splitSize})
@@ -85,6 +91,9 @@ func planGGUF(req PlanRequest) (*Planned, error) {
 		out.Transforms = append(out.Transforms, tr...)
 	}
 	sort.Slice(out.Layout.Files, func(i, j int) bool { return out.Layout.Files[i].Path < out.Layout.Files[j].Path })
+	if len(models) == 1 {
+		out.Note = models[0].note
+	}
 	return out, nil
 }
 
@@ -110,12 +119,19 @@ func checkGGUFTypes(tensors []objects.Tensor) error {
 func withFileType(kvs []gguf.KV, tensors []formats.Tensor) []gguf.KV {
 	ftypes := map[string]uint64{"F32": 0, "F16": 1, "BF16": 32}
 	var ftype uint64
-	for i, t := range tensors {
+	n := 0
+	for _, t := range tensors {
+		if len(t.Shape) <= 1 { // norms and biases stay F32 (keepNormsF32)
+			continue
+		}
 		f, ok := ftypes[t.DType]
-		if !ok || i > 0 && f != ftype {
+		if !ok || n > 0 && f != ftype {
 			return kvs
 		}
-		ftype = f
+		ftype, n = f, n+1
+	}
+	if n == 0 {
+		return kvs
 	}
 	out := append([]gguf.KV(nil), kvs...)
 	for i, kv := range out {
@@ -232,7 +248,7 @@ func convertedModel(req PlanRequest) (*ggufModel, error) {
 		m.name = name
 	}
 	if req.Source.Format != "safetensors" {
-		return m, nil
+		return m, hfToGGUF(req, m, first.Path) // e.g. pytorch_model.bin
 	}
 	meta := first.Meta
 	if s, ok := meta[stMetaKV]; ok {
@@ -270,6 +286,9 @@ func convertedModel(req PlanRequest) (*ggufModel, error) {
 		if !have[key] {
 			m.kvs = append(m.kvs, gguf.KV{Key: key, Value: gguf.StringValue(meta[k])})
 		}
+	}
+	if err := hfToGGUF(req, m, first.Path); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -155,7 +155,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	res.Note = out.note
+	res.Note = strings.Trim(p.note+"; "+out.note, "; ")
 	return res, nil
 }
 
