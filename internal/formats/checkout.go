@@ -135,6 +135,13 @@ type Planned struct {
 	// untransformed tensor, and is checked against that tensor's digest as
 	// it is written rather than parsed again.
 	Tree bool
+	// Extra are whole files written beside the layout's (path → bytes),
+	// such as the config.json of a GGUF model converted to Hugging Face's
+	// layout; each replaces the version's own file of that path.
+	Extra map[string][]byte
+	// Note is a remark for the user (the checkout's note), such as why
+	// the files written will not run in the format's usual runtime.
+	Note string
 }
 
 // Planner is a codec that checkout can write: the versions of its own
@@ -162,6 +169,24 @@ type Export struct {
 	// target without metadata (PyTorch) loses: such a target refuses it
 	// (lossy_conversion) unless --drop-non-tensors.
 	Kept []string
+	// Convert, when set, is the source's conversion into the target's
+	// conventions (a GGUF llama-family model into a Hugging Face
+	// directory), which the target applies to the tensors it writes.
+	Convert *Conversion
+}
+
+// Conversion renames and reorders a version's tensors for a target format
+// and adds the files that the target's users expect beside its containers
+// (Hugging Face's tensor names, config.json and tokenizer files).
+type Conversion struct {
+	// Names[i] is the target's name of PlanRequest.Tensors[i].
+	Names []string
+	// Reorders[i], when non-nil, rearranges tensor i's bytes after the
+	// target's own --dtype cast (a permutation of rows, which commutes
+	// with an element-wise cast).
+	Reorders []Transform
+	// Files are written beside the target's container files (Planned.Extra).
+	Files map[string][]byte
 }
 
 // Exporter is a codec whose versions say what a checkout into another

@@ -3,6 +3,8 @@ package restorer
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
@@ -70,6 +72,7 @@ type plan struct {
 	// tree: the layout is a plain tree (Planned.Tree), checked file by
 	// file as it is written instead.
 	tree bool
+	note string // Planned.Note
 }
 
 // encoded reports whether a file is written through an encoder.
@@ -142,8 +145,9 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if err := p.adopt(planned, selected, read); err != nil {
 		return nil, err
 	}
+	p.files, p.note = append(p.files, extraFiles(planned.Extra)...), planned.Note
 	for _, f := range m.Files {
-		if f.Role == objects.RoleOther {
+		if f.Role == objects.RoleOther && planned.Extra[f.Path] == nil {
 			p.files = append(p.files, storedFile(m, f))
 		}
 	}
@@ -217,6 +221,35 @@ func exportFrom(req PlanRequest, target formats.Planner) (*formats.Export, error
 	}
 	keeper, _ := target.(formats.MetaKeeper)
 	return ex.Export(req, target.Name(), keeper != nil && keeper.KeepsMeta())
+}
+
+// extraFiles are whole files a planner adds beside its container files
+// (Planned.Extra; not parsed back by the codec), each checked against its
+// digest as it is written.
+func extraFiles(extra map[string][]byte) []planFile {
+	paths := make([]string, 0, len(extra))
+	for p := range extra {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var out []planFile
+	for _, p := range paths {
+		b := extra[p]
+		want := objects.Sum(b)
+		out = append(out, planFile{path: p, size: int64(len(b)), want: &want, pieces: []piece{{literal: b, size: int64(len(b))}}})
+	}
+	return out
+}
+
+// joinNotes joins the non-empty notes for the user.
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // encoderFor is the canonical writer of a stored file's encoding, from

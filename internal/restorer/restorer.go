@@ -162,7 +162,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	res.Note = out.note
+	res.Note = joinNotes(p.note, out.note)
 	return res, nil
 }
 

@@ -33,6 +33,8 @@ type ggufModel struct {
 	version uint32
 	kvs     []KV // of the model (the first shard's), without split keys
 	tensors []objects.Tensor
+	hf      *hfGGUF // an HF llama-family directory converted for llama.cpp
+	note    string  // why an HF directory is not converted
 }
 
 // PlanCheckout writes the selected tensors as GGUF: each model of a GGUF
@@ -43,7 +45,9 @@ type ggufModel struct {
 // source that exports string metadata (SafeTensors), the key/values that __metadata__ "kv" keeps
 // (a version converted from GGUF) and the other __metadata__ entries as
 // string key/values ("general.*" as they are, others under
-// "safetensors.metadata.").
+// "safetensors.metadata."). An HF llama/mistral/qwen2 directory is
+// converted as llama.cpp's convert_hf_to_gguf.py does (hfToGGUF); 1-D F32
+// tensors stay F32 under --dtype (keepNormsF32).
 func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	models, err := ggufModels(req)
 	if err != nil {
@@ -63,9 +67,13 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		if err != nil {
 			return nil, err
 		}
+		in, tr = keepNormsF32(m.tensors, in, tr)
 		kvs := m.kvs
 		if tr != nil {
 			kvs = withFileType(kvs, in)
+		}
+		if m.hf != nil {
+			in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
 		}
 		l, err := Plan(in, PlanOptions{Name: m.name, Version: m.version, KVs: kvs, Alignment: req.Options.Alignment,
 			SplitMaxTensors: req.Options.SplitMaxTensors, SplitMaxSize: splitSize})
@@ -93,6 +101,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		out.Transforms = append(out.Transforms, tr...)
 	}
 	sort.Slice(out.Layout.Files, func(i, j int) bool { return out.Layout.Files[i].Path < out.Layout.Files[j].Path })
+	if len(models) == 1 {
+		out.Note = models[0].note
+	}
 	return out, nil
 }
 
@@ -113,17 +124,25 @@ func checkGGUFTypes(tensors []objects.Tensor) error {
 }
 
 // withFileType updates general.file_type after a --dtype cast that left
-// every tensor in one float dtype (llama_ftype ALL_F32, MOSTLY_F16,
-// MOSTLY_BF16), keeping the key's type; otherwise the key stays.
+// every tensor of two or more dimensions in one float dtype (llama_ftype
+// ALL_F32, MOSTLY_F16, MOSTLY_BF16), keeping the key's type; otherwise the
+// key stays. 1-D tensors stay F32 (keepNormsF32) and do not count.
 func withFileType(kvs []KV, tensors []formats.Tensor) []KV {
 	ftypes := map[string]uint64{"F32": 0, "F16": 1, "BF16": 32}
 	var ftype uint64
-	for i, t := range tensors {
+	n := 0
+	for _, t := range tensors {
+		if len(t.Shape) <= 1 {
+			continue
+		}
 		f, ok := ftypes[t.DType]
-		if !ok || i > 0 && f != ftype {
+		if !ok || n > 0 && f != ftype {
 			return kvs
 		}
-		ftype = f
+		ftype, n = f, n+1
+	}
+	if n == 0 {
+		return kvs
 	}
 	out := append([]KV(nil), kvs...)
 	for i, kv := range out {
@@ -240,7 +259,7 @@ func convertedModel(req formats.PlanRequest) (*ggufModel, error) {
 		m.name = name
 	}
 	if req.From == nil || req.From.Meta == nil {
-		return m, nil
+		return m, hfToGGUF(req, m, first.Path) // e.g. pytorch_model.bin
 	}
 	meta := req.From.Meta
 	if s, ok := meta[stMetaKV]; ok {
@@ -279,6 +298,9 @@ func convertedModel(req formats.PlanRequest) (*ggufModel, error) {
 			m.kvs = append(m.kvs, KV{Key: key, Value: StringValue(meta[k])})
 		}
 	}
+	if err := hfToGGUF(req, m, first.Path); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -288,7 +310,9 @@ func convertedModel(req formats.PlanRequest) (*ggufModel, error) {
 // to GGUF restores them exactly); into one without (PyTorch), nothing, and
 // Kept says the key/values are lost. Quantized tensors are refused
 // (lossy_conversion), as is a selection that spans several GGUF models,
-// whose key/values one file cannot keep apart.
+// whose key/values one file cannot keep apart. Into SafeTensors, a
+// llama-family model also converts to a Hugging Face directory
+// (hfConversion, Export.Convert).
 func (codec) Export(req formats.PlanRequest, target string, keepsMeta bool) (*formats.Export, error) {
 	var quantized []objects.Tensor
 	for _, t := range req.Tensors {
@@ -320,6 +344,12 @@ func (codec) Export(req formats.PlanRequest, target string, keepsMeta bool) (*fo
 			len(models), models[0].name, models[1].name, target)
 	}
 	m := models[0]
+	var conv *formats.Conversion
+	if target == hfTarget {
+		if conv, err = hfConversion(req, m); err != nil {
+			return nil, err
+		}
+	}
 	meta := map[string]string{
 		stMetaKV:      string(EncodeKVs(m.kvs)),
 		stMetaVersion: strconv.FormatUint(uint64(m.version), 10),
@@ -333,5 +363,13 @@ func (codec) Export(req formats.PlanRequest, target string, keepsMeta bool) (*fo
 			}
 		}
 	}
-	return &formats.Export{Name: m.name, Meta: meta}, nil
+	out := &formats.Export{Name: m.name, Meta: meta, Convert: conv}
+	if conv != nil {
+		out.Name = "model" // as transformers names an HF directory's weights
+	}
+	return out, nil
 }
+
+// hfTarget is the format of a Hugging Face directory's weights, into
+// which a GGUF llama-family model converts (hfConversion).
+const hfTarget = "safetensors"

@@ -26,7 +26,9 @@ func (codec) Extensions() []string { return []string{".safetensors"} }
 // --max-shard-size, cast by --dtype, with the source's __metadata__ (a
 // SafeTensors version's own, or what another format's Export carries). A
 // tensor whose dtype SafeTensors lacks (ONNX's INT4, GGUF's quantized
-// types) is lossy_conversion.
+// types) is lossy_conversion. A source's Export.Convert (a GGUF
+// llama-family model) is applied, with its files written beside; a cast
+// updates the torch_dtype of config.json beside the files (castConfig).
 func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	var meta map[string]string
 	name := ""
@@ -56,11 +58,42 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
+	extra, err := castConfig(req, tr != nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.From != nil && req.From.Convert != nil {
+		tr, extra = convert(req.From.Convert, in, tr), req.From.Convert.Files
+	}
 	l, err := Plan(in, PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, Extra: extra}, nil
+}
+
+// convert applies a source's conversion (formats.Conversion) to the
+// planned tensors in, after their casts tr: the new names, then the
+// reorders.
+func convert(c *formats.Conversion, in []formats.Tensor, tr []formats.Transform) []formats.Transform {
+	out := make([]formats.Transform, len(in))
+	copy(out, tr)
+	for i := range in {
+		in[i].Name = c.Names[i]
+		if r := c.Reorders[i]; r != nil {
+			prev := out[i]
+			out[i] = func(b []byte) ([]byte, error) {
+				if prev != nil {
+					var err error
+					if b, err = prev(b); err != nil {
+						return nil, err
+					}
+				}
+				return r(b)
+			}
+		}
+	}
+	return out
 }
 
 // Export carries a SafeTensors version's name and __metadata__ into
