@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/mstore/mstore/internal/testenv"
@@ -19,16 +20,23 @@ import (
 const memoryLimit = 3 << 30
 
 // limited runs `mstore --store STORE args...` under `prlimit --as`, and
-// returns its result and peak RSS (the binary's: prlimit execs it). bin is
-// never race-built (raceBin is), so the limit and the peak hold under -race.
+// returns its result and peak RSS, as GNU time measures it. The rusage of
+// the child itself would not do: Go starts children with vfork, and exec
+// carries the parent's high-water mark into the child's ru_maxrss, so a
+// large test process would be counted as mstore's peak. GNU time forks a
+// small process of its own. bin is never race-built (raceBin is), so the
+// limit and the peak hold under -race.
 func (c *cli) limited(args ...string) (result, int64) {
 	c.t.Helper()
 	full := append([]string{"--store", c.store}, args...)
-	cmd := exec.Command(bin, full...)
-	if _, err := exec.LookPath("prlimit"); err != nil {
-		testenv.Missing(c.t, "prlimit (util-linux) is not installed")
+	for _, tool := range []string{"prlimit", "/usr/bin/time"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Missing(c.t, "%s is not installed (util-linux, time)", tool)
+		}
 	}
-	cmd = exec.Command("prlimit", append([]string{fmt.Sprintf("--as=%d", memoryLimit), bin}, full...)...)
+	peakFile := filepath.Join(c.t.TempDir(), "peak")
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", peakFile,
+		"prlimit", fmt.Sprintf("--as=%d", memoryLimit), bin}, full...)...)
 	cmd.Env = cleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -39,11 +47,18 @@ func (c *cli) limited(args ...string) (result, int64) {
 	} else if err != nil {
 		c.t.Fatalf("run mstore: %v", err)
 	}
-	var peak int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		peak = ru.Maxrss << 10
+	// GNU time writes "Command exited with non-zero status N" before the
+	// format's line when the command fails: the peak is the last line.
+	out, err := os.ReadFile(peakFile)
+	if err != nil {
+		c.t.Fatalf("GNU time wrote no peak: %v", err)
 	}
-	return r, peak
+	lines := strings.Fields(strings.TrimSpace(string(out)))
+	kb, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		c.t.Fatalf("GNU time's peak %q: %v", out, err)
+	}
+	return r, kb << 10
 }
 
 // pickler writes the few pickle opcodes the hostile checkpoints need.
