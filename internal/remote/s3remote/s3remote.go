@@ -341,6 +341,12 @@ func (r *Remote) readRef(ctx context.Context, name string) (*refObject, string, 
 		return nil, "", err
 	}
 	b, etag, err := r.get(ctx, r.refKey(name), maxRefDoc, minio.GetObjectOptions{})
+	// minio-go reads an object's later parts with If-Match on the ETag it
+	// first saw: a ref moved by someone else in between answers 412. That
+	// is a read to take again, of the newer ref.
+	for try := 0; isPrecondition(err) && try < 5; try++ {
+		b, etag, err = r.get(ctx, r.refKey(name), maxRefDoc, minio.GetObjectOptions{})
+	}
 	if isNotFound(err) {
 		return nil, "", nil
 	}
