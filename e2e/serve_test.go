@@ -172,8 +172,8 @@ func TestPushNeedsToken(t *testing.T) {
 	before := served.snapshot()
 	for _, env := range [][]string{nil, {"MSTORE_TOKEN=wrong"}} {
 		r := execMstore(t, env, "--store", a.store, "push", srv.url, "llm")
-		if r.code == 0 || !strings.Contains(r.stderr, "401") {
-			t.Fatalf("push without the right token:\n%s", r)
+		if r.code != exitCodes["unauthorized"] || !strings.Contains(r.stderr, "unauthorized") || !strings.Contains(r.stderr, "401") {
+			t.Fatalf("push without the right token: want unauthorized (exit %d) naming 401:\n%s", exitCodes["unauthorized"], r)
 		}
 	}
 	served.requireUnchanged(before)
@@ -185,7 +185,7 @@ func TestPushNeedsToken(t *testing.T) {
 	readTok := writeFile(t, filepath.Join(t.TempDir(), "read-token"), []byte("reader-token\n"))
 	guarded := startServe(t, srv.store, "127.0.0.1:0", nil, "--read-token-file", readTok)
 	b := newCLI(t)
-	if r := execMstore(t, nil, "--store", b.store, "pull", guarded.url, "llm"); r.code == 0 || !strings.Contains(r.stderr, "401") {
+	if r := execMstore(t, nil, "--store", b.store, "pull", guarded.url, "llm"); r.code != exitCodes["unauthorized"] || !strings.Contains(r.stderr, "401") {
 		t.Fatalf("pull without the read token:\n%s", r)
 	}
 	b.transfer([]string{"MSTORE_TOKEN=reader-token"}, "pull", guarded.url, "llm")

@@ -36,6 +36,9 @@ const (
 	IntegrityError
 	// LossyConversion: a conversion that would lose information.
 	LossyConversion
+	// Unauthorized: a remote refused the request for want of the right
+	// credentials (HTTP 401/403): a token or login is missing or wrong.
+	Unauthorized
 )
 
 var keys = map[Class]string{
@@ -48,6 +51,7 @@ var keys = map[Class]string{
 	Conflict:           "conflict",
 	IntegrityError:     "integrity_error",
 	LossyConversion:    "lossy_conversion",
+	Unauthorized:       "unauthorized",
 }
 
 // Key is the class's stable name, as DESIGN.md lists it.
@@ -72,7 +76,7 @@ func (c Class) ExitCode() int {
 // Classes lists every valid class, in declaration order.
 func Classes() []Class {
 	var out []Class
-	for c := InvalidArchive; c <= LossyConversion; c++ {
+	for c := InvalidArchive; c <= Unauthorized; c++ {
 		out = append(out, c)
 	}
 	return out

@@ -225,9 +225,9 @@ func (c *Client) classify(he *httpError) error {
 	msg := he.doc.Error.Message
 	switch {
 	case he.status == http.StatusUnauthorized:
-		return fmt.Errorf("remote: %s refused the request (HTTP 401 unauthorized): %s", c.where(), msg)
+		return errs.New(errs.Unauthorized, "remote", "%s refused the request (HTTP 401): %s; give the token with --token-file or MSTORE_TOKEN", c.where(), msg)
 	case he.status == http.StatusForbidden:
-		return fmt.Errorf("remote: %s refused the request (HTTP 403): %s", c.where(), msg)
+		return errs.New(errs.Unauthorized, "remote", "%s refused the request (HTTP 403): %s", c.where(), msg)
 	}
 	if cl := classByKey(he.doc.Error.Class); cl != 0 {
 		return errs.New(cl, "remote", "%s: %s", c.where(), msg)
