@@ -6,8 +6,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/layouts"
+	"github.com/mstore/mstore/internal/layouts/layout"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 var addCommand = &cli.Command{
@@ -43,6 +47,12 @@ var addCommand = &cli.Command{
 				return err
 			}
 		}
+		if lay := layouts.Detect(c.Args().First()); lay != nil {
+			if !base.IsZero() {
+				return usageError("--base goes with a plain model; a " + lay.Name() + " add moves each ref through its own revisions")
+			}
+			return addLayout(e, c, st, lay, limits)
+		}
 		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 			Progress: e.progress("adding"), Limits: limits,
@@ -66,4 +76,39 @@ var addCommand = &cli.Command{
 			res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
 		return nil
 	},
+}
+
+// addLayout adds what another tool's layout holds at PATH (a Hugging Face
+// cache snapshot, repo or hub; an Ollama manifest or models folder): one
+// version per model and revision, one progress display, a summary.
+func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limits formats.Limits) error {
+	sum, err := layouts.Add(c.Context, st, lay, c.Args().First(), layouts.AddOptions{
+		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
+		Progress: e.progress("adding"), Limits: limits,
+	})
+	if sum == nil {
+		return err
+	}
+	if e.json {
+		if jerr := e.printJSON(sum); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	for _, res := range sum.Versions {
+		for _, w := range res.Warnings {
+			e.note("warning: %s\n", safe(w))
+		}
+		name := res.Name
+		if res.Tag != "" {
+			name += ":" + res.Tag
+		}
+		e.printf("%s %s\n", res.Digest, safe(name))
+	}
+	for _, f := range sum.Failed {
+		e.note("not added: %s (%s): %s\n", safe(f.Name), safe(f.Path), safe(f.Error))
+	}
+	e.note("%s: %d versions, %s logical, %s new (%d new blobs), %s saved by dedup\n", lay.Name(), len(sum.Versions),
+		humanBytes(sum.LogicalBytes), humanBytes(sum.NewBytes), sum.NewBlobs, humanBytes(sum.SavedBytes))
+	return err
 }
