@@ -31,8 +31,9 @@ func (ollamaLayout) Detect(path string) bool {
 		return false
 	}
 	if info, err := os.Lstat(abs); err == nil && info.Mode().IsRegular() {
-		_, _, ok := splitManifestPath(abs)
-		return ok
+		models, _, ok := splitManifestPath(abs)
+		_, err := os.Lstat(filepath.Join(models, "blobs")) // source checks it is a folder
+		return ok && err == nil
 	}
 	return isModels(abs)
 }
@@ -50,7 +51,7 @@ func splitManifestPath(p string) (models string, n Name, ok bool) {
 	ns := filepath.Base(filepath.Dir(filepath.Dir(p)))
 	host := filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(p))))
 	manifests := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(p))))
-	if filepath.Base(manifests) != "manifests" || !isModels(filepath.Dir(manifests)) {
+	if filepath.Base(manifests) != "manifests" {
 		return "", Name{}, false
 	}
 	n = Name{host, ns, model, tag}
