@@ -86,14 +86,15 @@ func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limit
 		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 		Progress: e.progress("adding"), Limits: limits,
 	})
-	if sum == nil {
-		return err
+	if sum == nil || err != nil && e.json {
+		return err // the error says how many were not added; stdout stays empty
 	}
 	if e.json {
-		if jerr := e.printJSON(sum); jerr != nil {
-			return jerr
-		}
-		return err
+		return e.printJSON(sum)
+	}
+	out := e.printf
+	if err != nil { // what was added is said beside the error, on stderr
+		out = e.note
 	}
 	for _, res := range sum.Versions {
 		for _, w := range res.Warnings {
@@ -103,7 +104,7 @@ func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limit
 		if res.Tag != "" {
 			name += ":" + res.Tag
 		}
-		e.printf("%s %s\n", res.Digest, safe(name))
+		out("%s %s\n", res.Digest, safe(name))
 	}
 	for _, f := range sum.Failed {
 		e.note("not added: %s (%s): %s\n", safe(f.Name), safe(f.Path), safe(f.Error))
