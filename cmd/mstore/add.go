@@ -65,17 +65,21 @@ var addCommand = &cli.Command{
 				return fmt.Errorf("add: version %s was added, but its delta base was not recorded (run the add again): %w", res.Digest, err)
 			}
 		}
-		if e.json {
-			return e.printJSON(res)
-		}
-		for _, w := range res.Warnings {
-			e.note("warning: %s\n", safe(w))
-		}
-		e.printf("%s\n", res.Digest)
-		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
-			res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
-		return nil
+		return printAdded(e, res)
 	},
+}
+
+func printAdded(e *env, res *archiver.Result) error {
+	if e.json {
+		return e.printJSON(res)
+	}
+	for _, w := range res.Warnings {
+		e.note("warning: %s\n", safe(w))
+	}
+	e.printf("%s\n", res.Digest)
+	e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
+		res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
+	return nil
 }
 
 // addLayout adds what another tool's layout holds at PATH (a Hugging Face
@@ -88,6 +92,9 @@ func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limit
 	})
 	if sum == nil || err != nil && e.json {
 		return err // the error says how many were not added; stdout stays empty
+	}
+	if len(sum.Versions) == 1 && len(sum.Failed) == 0 {
+		return printAdded(e, sum.Versions[0]) // one model: add's usual output
 	}
 	if e.json {
 		return e.printJSON(sum)
