@@ -3,5 +3,5 @@
 // container formats: add asks each, in order, whether it takes the path it
 // was given, and `checkout --layout NAME` finds its writer here. Each
 // layout is a folder under layouts/ implementing layout.Layout and one
-// line below; this package drives the archiver and the restorer for them.
+// line in layouts.go; this package drives the archiver and the restorer for them.
 package layouts
