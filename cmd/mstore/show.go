@@ -2,7 +2,8 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -66,7 +67,7 @@ var showCommand = &cli.Command{
 		e.printf("version %s\nformat  %s\nsize    %s in %d files, %d tensors\n", d, safe(m.Format), humanBytes(out.LogicalBytes), len(m.Files), len(m.Tensors))
 		// Where it came from (a layout's metadata: hub revision, ollama
 		// name); a long value (a recorded manifest) by its length.
-		for _, k := range sortedKeys(m.Meta) {
+		for _, k := range slices.Sorted(maps.Keys(m.Meta)) {
 			v := m.Meta[k]
 			if len(v) > 120 {
 				v = fmt.Sprintf("(%d bytes)", len(v))
@@ -101,12 +102,3 @@ func shapeString(s []int64) string {
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
