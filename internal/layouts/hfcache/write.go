@@ -63,6 +63,9 @@ func (hfCache) Write(m layout.Model, dest string, opts layout.WriteOptions) (*la
 	}
 	repo := filepath.Join(dest, repoFolder(id))
 	snap := filepath.Join(repo, "snapshots", rev)
+	if err := layout.RealDirs(dest, repo, filepath.Join(repo, "blobs"), filepath.Join(repo, "snapshots"), filepath.Join(repo, "refs")); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(snap); err == nil {
 		return nil, errs.New(errs.Conflict, "hfcache", "%s is already there; nothing was written (move it away to write this revision again)", snap)
 	}

@@ -142,3 +142,16 @@ func ReadFile(p string, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// RealDirs refuses (path_traversal) any of dirs that exists as something
+// other than a directory: a layout writes into its folders, never through
+// a link put in their place.
+func RealDirs(dirs ...string) error {
+	for _, d := range dirs {
+		info, err := os.Lstat(d)
+		if err == nil && !info.IsDir() {
+			return errs.New(errs.PathTraversal, "layout", "%s is there and is not a folder (a link is not followed); move it away", d)
+		}
+	}
+	return nil
+}

@@ -224,3 +224,54 @@ func TestWriteBackIsTheSameStore(t *testing.T) {
 		t.Fatalf("the new manifest does not name the new model layer: %+v, %v", back, err)
 	}
 }
+
+// TestWriteRefusesLinkedFolders: a blobs/ or manifests/ folder of the
+// destination that is a link is path_traversal, and nothing is written
+// through it.
+func TestWriteRefusesLinkedFolders(t *testing.T) {
+	for _, folder := range []string{"blobs", "manifests/registry.ollama.ai"} {
+		out, elsewhere := t.TempDir(), t.TempDir()
+		p := filepath.Join(out, filepath.FromSlash(folder))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(elsewhere, p); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "model")
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "model.gguf"), []byte("GGUF"), 0o644)
+		m := layout.Model{Dir: dir, Name: "tiny", Manifest: &objects.Manifest{Files: []objects.File{{Path: "model.gguf"}}}}
+		if _, err := Layout.Write(m, out, layout.WriteOptions{}); errs.ClassOf(err) != errs.PathTraversal {
+			t.Errorf("%s a link: %v, want path_traversal", folder, err)
+		}
+		if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+			t.Errorf("%s a link: %d entries written through it", folder, len(entries))
+		}
+	}
+}
+
+// FuzzParseManifest: no input panics, and a manifest that parses names
+// only blob files inside blobs/ and model files that are clean names.
+func FuzzParseManifest(f *testing.F) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	f.Add(encode(&manifest{SchemaVersion: 2, MediaType: manifestMediaType, Config: layer{configMediaType, d, 2, ""},
+		Layers: []layer{{modelMediaType, d, 10, ""}, {layerPrefix + "license", d, 3, ""}, {layerPrefix + "license", d, 3, ""}}}))
+	f.Add([]byte(`{"schemaVersion":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseManifest(b, "fuzz")
+		if err != nil {
+			return
+		}
+		names, err := fileNames(m, "fuzz")
+		if err != nil {
+			return
+		}
+		for i, l := range append([]layer{m.Config}, m.Layers...) {
+			if !objects.IsCleanPath(names[i]) || strings.Contains(names[i], "/") {
+				t.Fatalf("model file name %q", names[i])
+			}
+			if p := blobPath(l.Digest); !strings.HasPrefix(p, "blobs/sha256-") || strings.Contains(p[6:], "/") {
+				t.Fatalf("blob path %q", p)
+			}
+		}
+	})
+}

@@ -57,6 +57,13 @@ func (ollamaLayout) Write(m layout.Model, dest string, opts layout.WriteOptions)
 		b = encode(man)
 	}
 	mpath := filepath.Join(dest, filepath.FromSlash(name.path()))
+	dirs := []string{filepath.Join(dest, "blobs")}
+	for d := filepath.Dir(mpath); d != dest && d != filepath.Dir(d); d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	if err := layout.RealDirs(dirs...); err != nil {
+		return nil, err
+	}
 	if cur, err := os.ReadFile(mpath); err == nil && !bytes.Equal(cur, b) && !opts.Force {
 		return nil, errs.New(errs.Conflict, "ollama", "%s is there and names other layers; nothing was written (--force replaces it)", mpath)
 	}
