@@ -87,6 +87,12 @@ func TestOllama(t *testing.T) {
 		t.Fatalf("the written models folder reads back as %+v, want tiny:1m %s", back, res.Digest)
 	}
 
+	// One model of a models folder, by the name it is added as.
+	if r := newCLI(t).add(models, "--only", "tiny:1m"); r.Digest != res.Digest {
+		t.Errorf("add --only tiny:1m: %s, want %s", r.Digest, res.Digest)
+	}
+	newCLI(t).fail("not_found", "add", models, "--only", "tiny:2m")
+
 	// A plain GGUF becomes an ollama model named after its ref.
 	c.ok("add", filepath.Join(sharedTestdata(t, "gguf"), "llama-2-tiny-random.gguf"), "--name", "acme/tiny", "--tag", "q")
 	c.ok("checkout", "--layout", "ollama", "acme/tiny:q", out)

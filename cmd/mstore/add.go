@@ -22,6 +22,7 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
+		&cli.StringFlag{Name: "only", Usage: "of a Hugging Face hub or an Ollama models folder, add only model NAME or NAME:TAG (as it would be named)"},
 		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
 		parseMemoryFlag,
 	}, codecLimitFlags()...),
@@ -47,7 +48,11 @@ var addCommand = &cli.Command{
 				return err
 			}
 		}
-		if lay := layouts.Detect(c.Args().First()); lay != nil {
+		lay := layouts.Detect(c.Args().First())
+		if lay == nil && c.String("only") != "" {
+			return usageError("--only goes with a Hugging Face hub or an Ollama models folder")
+		}
+		if lay != nil {
 			if !base.IsZero() {
 				return usageError("--base goes with a plain model; a " + lay.Name() + " add moves each ref through its own revisions")
 			}
@@ -87,7 +92,7 @@ func printAdded(e *env, res *archiver.Result) error {
 // version per model and revision, one progress display, a summary.
 func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limits formats.Limits) error {
 	sum, err := layouts.Add(c.Context, st, lay, c.Args().First(), layouts.AddOptions{
-		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
+		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"), Only: c.String("only"),
 		Progress: e.progress("adding"), Limits: limits,
 	})
 	if sum == nil || err != nil && e.json {

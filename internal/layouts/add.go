@@ -18,8 +18,12 @@ type AddOptions struct {
 	// Name, Tag and Message replace the layout's own for a path that holds
 	// one model; for several they are refused (each model has its ref).
 	Name, Tag, Message string
-	Progress           progress.Reporter
-	Limits             formats.Limits
+	// Only, when set, keeps the models whose NAME or NAME:TAG (the ref
+	// and tag they are added as) it is: one model of a models folder or
+	// hub, as `ollama run NAME:TAG` names it.
+	Only     string
+	Progress progress.Reporter
+	Limits   formats.Limits
 }
 
 // Summary is what an add of a layout did: one entry per version, in the
@@ -51,6 +55,11 @@ func Add(ctx context.Context, st *store.Store, l layout.Layout, path string, opt
 	srcs, err := l.Sources(path)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Only != "" {
+		if srcs = only(srcs, opts.Only); len(srcs) == 0 {
+			return nil, errs.New(errs.NotFound, "add", "%s holds no model %s (run add without --only to add all)", path, opts.Only)
+		}
 	}
 	if len(srcs) != 1 && (opts.Name != "" || opts.Tag != "" || opts.Message != "") {
 		return nil, errs.New(errs.SchemaError, "add", "%s holds %d models; --name, --tag and -m name one (add one snapshot or manifest to use them)", path, len(srcs))
@@ -101,6 +110,16 @@ func Add(ctx context.Context, st *store.Store, l layout.Layout, path string, opt
 		return sum, fmt.Errorf("add: %d of %d models of %s were not added (the others were): %w", len(sum.Failed), len(srcs), path, firstErr)
 	}
 	return sum, nil
+}
+
+func only(srcs []layout.Source, want string) []layout.Source {
+	var out []layout.Source
+	for _, s := range srcs {
+		if s.Name == want || s.Name+":"+s.Tag == want {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // bar is one progress display over many adds: started once with the
