@@ -130,6 +130,14 @@ func TestHFCache(t *testing.T) {
 		repo, revision, _ := strings.Cut(ref, ":")
 		requireSameTree(t, snap, filepath.Join(out, "models--"+strings.ReplaceAll(repo, "/", "--"), "snapshots", revision))
 	}
+	// Only the plain checkouts are recorded (for a later --force); the
+	// layout's temporary ones leave no record and no folder behind.
+	if recs := listFiles(t, filepath.Join(c.store, "checkouts")); len(recs) != len(snaps) {
+		t.Errorf("%d checkout records after %d plain checkouts: %v", len(recs), len(snaps), recs)
+	}
+	if hidden, _ := filepath.Glob(filepath.Join(out, ".mstore-layout-*")); len(hidden) != 0 {
+		t.Errorf("left behind: %v", hidden)
+	}
 	if b, err := os.ReadFile(filepath.Join(out, "models--acme--llm", "refs", "main")); err != nil || string(b) != rev("llm1") {
 		t.Errorf("refs/main of the written cache: %q, %v", b, err)
 	}

@@ -49,7 +49,8 @@ func Checkout(ctx context.Context, st *store.Store, l layout.Layout, ref, dest s
 	defer os.RemoveAll(tmp) // this call's own folder: what is left once the layout took its files
 	model.Dir = filepath.Join(tmp, "model")
 	ropts := opts
-	ropts.Force = false // the temporary folder is new; Force is the layout's
+	ropts.Force = false     // the temporary folder is new; Force is the layout's
+	ropts.Unrecorded = true // and gone once the layout took its files
 	res, err := restorer.Checkout(ctx, st, d, model.Dir, ropts)
 	if err != nil {
 		return nil, err
