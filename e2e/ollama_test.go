@@ -101,6 +101,15 @@ func TestOllama(t *testing.T) {
 		t.Fatal("the written manifest of a plain GGUF does not add")
 	}
 
+	// A SafeTensors model converted on the way (--format gguf).
+	st := filepath.Join(t.TempDir(), "st")
+	writeFiles(t, st, map[string][]byte{"model.safetensors": safetensorsFile(smallModel(52), nil), "config.json": configJSON("float32")})
+	c.add(st, "--name", "acme/st")
+	c.ok("checkout", "--layout", "ollama", "--format", "gguf", "acme/st", out)
+	if r := again.add(filepath.Join(out, "manifests", "registry.ollama.ai", "acme", "st", "latest")); r.Tensors != len(smallModel(52)) || r.Format != "gguf" {
+		t.Errorf("the converted model reads back as %+v", r)
+	}
+
 	// One flipped byte in a layer's blob.
 	blob := filepath.Join(models, "blobs", "sha256-"+hex.EncodeToString(func() []byte { s := sha256.Sum256([]byte("Be brief.")); return s[:] }()))
 	if err := os.WriteFile(blob, []byte("Be brief!"), 0o644); err != nil {

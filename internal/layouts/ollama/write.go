@@ -129,10 +129,16 @@ func plan(m layout.Model) (*manifest, []string, Name, error) {
 	if !ok {
 		return nil, nil, Name{}, errs.New(errs.SchemaError, "ollama", "version %s has no ollama name; check it out by a ref name of at most three parts (MODEL, NAMESPACE/MODEL, HOST/NAMESPACE/MODEL)", m.Digest.Short())
 	}
+	// The checkout's files, not the manifest's: with --format gguf they
+	// are the conversion's.
 	var ggufs []string
-	for _, f := range m.Manifest.Files {
-		if isGGUF(f.Path) {
-			ggufs = append(ggufs, f.Path)
+	entries, err := os.ReadDir(m.Dir)
+	if err != nil {
+		return nil, nil, Name{}, fmt.Errorf("ollama: %w", err)
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && isGGUF(e.Name()) {
+			ggufs = append(ggufs, e.Name())
 		}
 	}
 	sort.Strings(ggufs)
