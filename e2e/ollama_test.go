@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func ollamaBlob(t *testing.T, models, mediaType string, b []byte) ollamaLayer {
 // library: the real GGUF file as its model layer, a template, params,
 // a system prompt, two licenses and the config, and returns the
 // manifest's path.
-func ollamaModel(t *testing.T, models, model, tag string, gguf []byte) string {
+func ollamaModel(t *testing.T, models, model, tag string, gguf []byte, system string) string {
 	t.Helper()
 	img := "application/vnd.ollama.image."
 	m := map[string]any{
@@ -41,7 +42,7 @@ func ollamaModel(t *testing.T, models, model, tag string, gguf []byte) string {
 			ollamaBlob(t, models, img+"model", gguf),
 			ollamaBlob(t, models, img+"template", []byte("{{ .System }} {{ .Prompt }}")),
 			ollamaBlob(t, models, img+"params", []byte(`{"stop":["</s>"]}`)),
-			ollamaBlob(t, models, img+"system", []byte("Be brief.")),
+			ollamaBlob(t, models, img+"system", []byte(system)),
 			ollamaBlob(t, models, img+"license", []byte("MIT License")),
 			ollamaBlob(t, models, img+"license", []byte("Llama 2 Community License")),
 		},
@@ -65,7 +66,7 @@ func TestOllama(t *testing.T) {
 		t.Fatal(err)
 	}
 	models := filepath.Join(t.TempDir(), "models")
-	manifest := ollamaModel(t, models, "tiny", "1m", gguf)
+	manifest := ollamaModel(t, models, "tiny", "1m", gguf, "Be brief.")
 	c := newCLI(t)
 	res := c.add(manifest)
 	if res.Name != "tiny" || res.Tag != "1m" || res.Format != "gguf" || res.Tensors == 0 || res.Files != 7 {
@@ -110,7 +111,9 @@ func TestOllama(t *testing.T) {
 		t.Errorf("the converted model reads back as %+v", r)
 	}
 
-	// One flipped byte in a layer's blob.
+	// One flipped byte in a layer's blob: that model is refused, the
+	// other of its folder added.
+	ollamaModel(t, models, "other", "x", gguf, "Be kind.")
 	blob := filepath.Join(models, "blobs", "sha256-"+hex.EncodeToString(func() []byte { s := sha256.Sum256([]byte("Be brief.")); return s[:] }()))
 	if err := os.WriteFile(blob, []byte("Be brief!"), 0o644); err != nil {
 		t.Fatal(err)
@@ -118,4 +121,7 @@ func TestOllama(t *testing.T) {
 	fresh := newCLI(t)
 	fresh.fail("integrity_error", "add", manifest)
 	fresh.fail("integrity_error", "add", models)
+	if ls := fresh.ok("ls"); !strings.Contains(ls, "other") || strings.Contains(ls, "tiny") {
+		t.Errorf("after the refused add, ls:\n%s", ls)
+	}
 }

@@ -86,7 +86,11 @@ func Add(ctx context.Context, st *store.Store, l layout.Layout, path string, opt
 		if opts.Message != "" {
 			aopts.Message = opts.Message
 		}
-		res, err := archiver.Add(ctx, st, src.Root, aopts)
+		var res *archiver.Result
+		err := src.Err
+		if err == nil {
+			res, err = archiver.Add(ctx, st, src.Root, aopts)
+		}
 		if err != nil {
 			if len(srcs) == 1 {
 				return nil, err

@@ -198,15 +198,23 @@ func TestSources(t *testing.T) {
 		t.Fatalf("one snapshot: %+v, %v", one, err)
 	}
 
-	write(t, filepath.Join(hub, "models--acme--llm", "refs", "huge"), []byte(strings.Repeat("a", 1000)))
-	if _, err := Layout.Sources(hub); errs.ClassOf(err) != errs.SizeLimitExceeded {
-		t.Errorf("a huge ref file: %v, want size_limit_exceeded", err)
+	// A repo that cannot be read is refused, with its class, beside the
+	// others.
+	refused := func(class errs.Class) {
+		t.Helper()
+		srcs, err := Layout.Sources(hub)
+		if err != nil || len(srcs) != 2 || errs.ClassOf(srcs[0].Err) != class || srcs[0].Name != "acme/llm" || srcs[1].Err != nil {
+			t.Errorf("sources %+v, %v; want acme/llm refused with %v and gpt2 read", srcs, err, class)
+		}
+		if _, err := Layout.Sources(filepath.Join(hub, "models--acme--llm")); errs.ClassOf(err) != class {
+			t.Errorf("the repo alone: %v, want %v", err, class)
+		}
 	}
+	write(t, filepath.Join(hub, "models--acme--llm", "refs", "huge"), []byte(strings.Repeat("a", 1000)))
+	refused(errs.SizeLimitExceeded)
 	os.RemoveAll(filepath.Join(hub, "models--acme--llm", "refs"))
 	if err := os.Symlink(t.TempDir(), filepath.Join(hub, "models--acme--llm", "refs")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Layout.Sources(hub); errs.ClassOf(err) != errs.PathTraversal {
-		t.Errorf("refs/ as a link: %v, want path_traversal", err)
-	}
+	refused(errs.PathTraversal)
 }

@@ -84,9 +84,10 @@ func (hfCache) Sources(path string) ([]layout.Source, error) {
 		if !strings.HasPrefix(e.Name(), repoPrefix) || !isRepo(filepath.Join(abs, e.Name())) {
 			continue // datasets--…, spaces--…, .locks: not models
 		}
-		srcs, err := repoSources(filepath.Join(abs, e.Name()), "")
-		if err != nil {
-			return nil, err
+		repo := filepath.Join(abs, e.Name())
+		srcs, err := repoSources(repo, "")
+		if err != nil { // this repo is refused, not the others
+			srcs = []layout.Source{{Name: RepoID(e.Name()), Root: repo, Err: err}}
 		}
 		out = append(out, srcs...)
 	}

@@ -35,6 +35,9 @@ type Source struct {
 	Meta map[string]string
 	// Bytes is the model's size, for one progress display over many.
 	Bytes int64
+	// Err, when set, says why this model (of a folder of many) cannot be
+	// read; the others are added nevertheless.
+	Err error
 }
 
 // Model is a version restored for a layout to write: Dir holds its files

@@ -89,8 +89,8 @@ func (ollamaLayout) Sources(path string) ([]layout.Source, error) {
 			return nil, errs.New(errs.SchemaError, "ollama", "%s does not name a model (HOST/NAMESPACE/MODEL/TAG)", p)
 		}
 		src, err := source(abs, n)
-		if err != nil {
-			return nil, err
+		if err != nil { // this model is refused, not the others
+			src = layout.Source{Name: n.ref(), Root: p, Err: err}
 		}
 		out = append(out, src)
 	}
