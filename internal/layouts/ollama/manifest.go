@@ -159,11 +159,21 @@ func parseName(s string) (Name, bool) {
 	return n, n.valid()
 }
 
-// valid checks each part as one clean path component.
+// valid checks each part as ollama's types/model/name.go does: letters,
+// digits, '_', '-' and '.' (not in a namespace, never two in a row; a host
+// may have a port), at most 128 bytes. So a part is always one clean path
+// component.
 func (n Name) valid() bool {
-	for _, p := range []string{n.Host, n.Namespace, n.Model, n.Tag} {
-		if p == "" || p == "." || p == ".." || strings.ContainsAny(p, "/\\\x00") {
+	for i, p := range []string{n.Host, n.Namespace, n.Model, n.Tag} {
+		if p == "" || p == "." || len(p) > 128 || strings.Contains(p, "..") {
 			return false
+		}
+		for _, c := range []byte(p) {
+			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' ||
+				c == '.' && i != 1 || c == ':' && i == 0
+			if !ok {
+				return false
+			}
 		}
 	}
 	return true

@@ -164,7 +164,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("parseName(%s) = %v", n, p)
 		}
 	}
-	for _, bad := range []string{"a/b:c", "a/b/../d:x", "h/n/m"} {
+	for _, bad := range []string{"a/b:c", "a/b/../d:x", "h/n/m", "h/n.s/m:t", "h/n/m:t\\x", "h/n/m:" + strings.Repeat("t", 129), "h/n/.:t"} {
 		if _, ok := parseName(bad); ok {
 			t.Errorf("parseName(%q) took it", bad)
 		}
