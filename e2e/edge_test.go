@@ -94,8 +94,9 @@ func TestOtherFiles(t *testing.T) {
 }
 
 // TestHFCacheSnapshot: the symlinks of a Hugging Face cache snapshot are
-// followed into the repo's blobs/ folder (giving the digest of the same model
-// as plain files), and a link out of blobs/ is refused.
+// followed into the repo's blobs/ folder (giving the files and tensors of
+// the same model as plain files; the manifest records the hub revision
+// besides), and a link out of blobs/ is refused.
 func TestHFCacheSnapshot(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
@@ -120,9 +121,17 @@ func TestHFCacheSnapshot(t *testing.T) {
 		}
 	}
 	c := newCLI(t)
-	want := c.add(plain, "--name", "plain").Digest
-	if got := c.add(snap, "--name", "acme/llm").Digest; got != want {
-		t.Errorf("cache snapshot digest %s, the plain files' %s", got, want)
+	c.add(plain, "--name", "plain")
+	c.add(snap, "--name", "acme/llm")
+	files := func(s showResult) (out []string) {
+		for _, f := range s.Manifest.Files {
+			out = append(out, f.Path+" "+f.Digest)
+		}
+		return out
+	}
+	want, got := c.show("plain"), c.show("acme/llm")
+	if !equalStrings(files(got), files(want)) || fmt.Sprint(got.tensorDigests()) != fmt.Sprint(want.tensorDigests()) {
+		t.Errorf("cache snapshot files %v, the plain files' %v", files(got), files(want))
 	}
 	dest := filepath.Join(tmp, "out")
 	c.ok("checkout", "acme/llm", dest)

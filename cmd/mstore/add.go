@@ -6,8 +6,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/layouts"
+	"github.com/mstore/mstore/internal/layouts/layout"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 var addCommand = &cli.Command{
@@ -18,6 +22,7 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
+		&cli.StringFlag{Name: "only", Usage: "of a Hugging Face hub or an Ollama models folder, add only model NAME or NAME:TAG (as it would be named)"},
 		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
 		parseMemoryFlag,
 	}, codecLimitFlags()...),
@@ -43,6 +48,16 @@ var addCommand = &cli.Command{
 				return err
 			}
 		}
+		lay := layouts.Detect(c.Args().First())
+		if lay == nil && c.String("only") != "" {
+			return usageError("--only goes with a Hugging Face hub or an Ollama models folder")
+		}
+		if lay != nil {
+			if !base.IsZero() {
+				return usageError("--base goes with a plain model; a " + lay.Name() + " add moves each ref through its own revisions")
+			}
+			return addLayout(e, c, st, lay, limits)
+		}
 		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 			Progress: e.progress("adding"), Limits: limits,
@@ -55,15 +70,58 @@ var addCommand = &cli.Command{
 				return fmt.Errorf("add: version %s was added, but its delta base was not recorded (run the add again): %w", res.Digest, err)
 			}
 		}
-		if e.json {
-			return e.printJSON(res)
-		}
+		return printAdded(e, res)
+	},
+}
+
+func printAdded(e *env, res *archiver.Result) error {
+	if e.json {
+		return e.printJSON(res)
+	}
+	for _, w := range res.Warnings {
+		e.note("warning: %s\n", safe(w))
+	}
+	e.printf("%s\n", res.Digest)
+	e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
+		res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
+	return nil
+}
+
+// addLayout adds what another tool's layout holds at PATH (a Hugging Face
+// cache snapshot, repo or hub; an Ollama manifest or models folder): one
+// version per model and revision, one progress display, a summary.
+func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limits formats.Limits) error {
+	sum, err := layouts.Add(c.Context, st, lay, c.Args().First(), layouts.AddOptions{
+		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"), Only: c.String("only"),
+		Progress: e.progress("adding"), Limits: limits,
+	})
+	if sum == nil || err != nil && e.json {
+		return err // the error says how many were not added; stdout stays empty
+	}
+	if len(sum.Versions) == 1 && len(sum.Failed) == 0 {
+		return printAdded(e, sum.Versions[0]) // one model: add's usual output
+	}
+	if e.json {
+		return e.printJSON(sum)
+	}
+	out := e.printf
+	if err != nil { // what was added is said beside the error, on stderr
+		out = e.note
+	}
+	for _, res := range sum.Versions {
 		for _, w := range res.Warnings {
 			e.note("warning: %s\n", safe(w))
 		}
-		e.printf("%s\n", res.Digest)
-		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
-			res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
-		return nil
-	},
+		name := res.Name
+		if res.Tag != "" {
+			name += ":" + res.Tag
+		}
+		out("%s %s\n", res.Digest, safe(name))
+	}
+	for _, f := range sum.Failed {
+		e.note("not added: %s (%s): %s\n", safe(f.Name), safe(f.Path), safe(f.Error))
+	}
+	e.note("%s: %d versions, %s logical, %s new (%d new blobs), %s saved by dedup\n", lay.Name(), len(sum.Versions),
+		humanBytes(sum.LogicalBytes), humanBytes(sum.NewBytes), sum.NewBlobs, humanBytes(sum.SavedBytes))
+	return err
 }

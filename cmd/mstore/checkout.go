@@ -5,8 +5,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/layouts"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/internal/store"
 )
 
 var checkoutCommand = &cli.Command{
@@ -15,6 +17,7 @@ var checkoutCommand = &cli.Command{
 	ArgsUsage: "REF DEST",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "container to write (default: as added)"},
+		&cli.StringFlag{Name: "layout", Usage: "write into another tool's layout rooted at DEST: " + layouts.Names() + " (DEST may hold other models)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace DEST when it holds an earlier checkout from this store, unchanged since (nothing else is ever deleted)"},
 		&cli.StringSliceFlag{Name: "tensors", Usage: "only tensors whose names match this glob (repeat or comma-separate)"},
 		&cli.StringFlag{Name: "max-shard-size", Usage: "re-shard SafeTensors into files of at most this size (e.g. 5GB, 500MiB)"},
@@ -61,6 +64,9 @@ var checkoutCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		if name := c.String("layout"); name != "" {
+			return checkoutLayout(e, c, st, name, opts)
+		}
 		d, err := names.Resolve(st, c.Args().Get(0))
 		if err != nil {
 			return err
@@ -91,4 +97,22 @@ var checkoutCommand = &cli.Command{
 		e.printf("%s → %s: %d files, %s, %s\n", res.Digest.Short(), res.Dest, res.Files, humanBytes(res.Bytes), how)
 		return nil
 	},
+}
+
+// checkoutLayout writes REF into the layout named at the root DEST.
+func checkoutLayout(e *env, c *cli.Context, st *store.Store, name string, opts restorer.Options) error {
+	lay, err := layouts.ByName(name)
+	if err != nil {
+		return err
+	}
+	res, err := layouts.Checkout(c.Context, st, lay, c.Args().Get(0), c.Args().Get(1), opts)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(res)
+	}
+	e.printf("%s → %s (%s %s): %d files, %s, %d new blobs\n", res.Checkout.Digest.Short(), safe(res.Path), res.Layout,
+		safe(res.Name), res.Files, humanBytes(res.Bytes), res.NewBlobs)
+	return nil
 }

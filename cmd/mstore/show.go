@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -63,6 +65,15 @@ var showCommand = &cli.Command{
 			return e.printJSON(out)
 		}
 		e.printf("version %s\nformat  %s\nsize    %s in %d files, %d tensors\n", d, safe(m.Format), humanBytes(out.LogicalBytes), len(m.Files), len(m.Tensors))
+		// Where it came from (a layout's metadata: hub revision, ollama
+		// name); a long value (a recorded manifest) by its length.
+		for _, k := range slices.Sorted(maps.Keys(m.Meta)) {
+			v := m.Meta[k]
+			if len(v) > 120 {
+				v = fmt.Sprintf("(%d bytes)", len(v))
+			}
+			e.printf("from    %s = %s\n", safe(k), safe(v))
+		}
 		for _, w := range out.Warnings {
 			e.printf("warning %s\n", safe(w))
 		}

@@ -44,6 +44,13 @@ type Options struct {
 	Limits formats.Limits
 	// Now stamps the history entry; zero means time.Now.
 	Now func() time.Time
+	// Files, when set, are the model's files: each model path and the file
+	// under the add's path (then a directory) it is read from
+	// (modeldir.OpenFiles). A layout (internal/layouts) sets it.
+	Files map[string]string
+	// Meta is recorded in the manifest (objects.Manifest.Meta): where the
+	// model came from, as a layout read it.
+	Meta map[string]string
 }
 
 // Result describes what an add did.
@@ -74,7 +81,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 			return nil, err
 		}
 	}
-	dir, err := modeldir.Open(path)
+	dir, err := openModel(path, opts.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +143,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	m := h.manifest(layout, files)
+	m.Meta = opts.Meta
 	digest, encoded, err := m.Digest()
 	if err != nil {
 		return nil, err
@@ -206,6 +214,13 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	return res, nil
+}
+
+func openModel(path string, files map[string]string) (*modeldir.Dir, error) {
+	if files != nil {
+		return modeldir.OpenFiles(path, files)
+	}
+	return modeldir.Open(path)
 }
 
 // parse lets the codec lay out the claimed files. A codec that decodes

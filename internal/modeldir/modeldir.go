@@ -47,6 +47,9 @@ type Dir struct {
 	Files []string
 	// Single is true when the model was given as one file, not a directory.
 	Single bool
+	// mapped, when set (OpenFiles), names the file under root that each
+	// model path is read from.
+	mapped map[string]string
 }
 
 // Open opens the model at p: a directory, or a single file (then the model
@@ -110,9 +113,8 @@ func Open(p string) (*Dir, error) {
 // on REPO's own filesystem (a mount could be of anywhere). When dir is a
 // snapshot whose blobs/ is not, why says so and blobs is "".
 func hfBlobsDir(dir string) (blobs string, info fs.FileInfo, why string) {
-	snapshots := filepath.Dir(dir)
-	repo := filepath.Dir(snapshots)
-	if filepath.Base(snapshots) != "snapshots" || !strings.HasPrefix(filepath.Base(repo), "models--") {
+	repo, ok := HFSnapshotRepo(dir)
+	if !ok {
 		return "", nil, ""
 	}
 	blobs = filepath.Join(repo, "blobs")
@@ -137,6 +139,18 @@ func hfBlobsDir(dir string) (blobs string, info fs.FileInfo, why string) {
 		return "", nil, blobs + " is a mount point, not the repo's own folder (a mount of somewhere else)"
 	}
 	return blobs, info, ""
+}
+
+// HFSnapshotRepo returns REPO when dir is REPO/snapshots/REV inside a
+// Hugging Face cache (REPO's base name starts with "models--"): the one
+// test of what a cache snapshot is, for Open and for the hf-cache layout.
+func HFSnapshotRepo(dir string) (repo string, ok bool) {
+	snapshots := filepath.Dir(dir)
+	repo = filepath.Dir(snapshots)
+	if filepath.Base(snapshots) != "snapshots" || !strings.HasPrefix(filepath.Base(repo), "models--") {
+		return "", false
+	}
+	return repo, true
 }
 
 // checkName refuses a file name that a manifest cannot hold: not valid
@@ -221,7 +235,11 @@ func (d *Dir) lstat(p string) (info fs.FileInfo, cacheTarget string, err error) 
 	if !objects.IsCleanPath(p) {
 		return nil, "", errs.New(errs.PathTraversal, "modeldir", "%q leaves the model directory", p)
 	}
-	info, err = d.root.Lstat(filepath.FromSlash(p))
+	real, ok := d.realPath(p)
+	if !ok {
+		return nil, "", errs.New(errs.NotFound, "modeldir", "%s: no such file in the model read from %s", p, d.rootPath)
+	}
+	info, err = d.root.Lstat(filepath.FromSlash(real))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", errs.New(errs.NotFound, "modeldir", "%s: no such file in %s", p, d.rootPath)
@@ -297,7 +315,8 @@ func (d *Dir) Open(p string) (formats.ReadAtCloser, error) {
 	if cacheTarget != "" {
 		f, err = os.Open(cacheTarget)
 	} else {
-		f, err = d.root.Open(filepath.FromSlash(p))
+		real, _ := d.realPath(p) // lstat found it
+		f, err = d.root.Open(filepath.FromSlash(real))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)

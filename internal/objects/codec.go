@@ -85,9 +85,31 @@ func encodeManifest(m *Manifest, emit func([]byte) bool) bool {
 		}
 		b = append(b, ']')
 	}
+	if len(m.Meta) > 0 {
+		b = appendMeta(append(b, `,"meta":`...), m.Meta)
+	}
 	b = append(b, '}')
 	_, ok = flush(b)
 	return ok
+}
+
+// appendMeta appends a metadata map as encoding/json writes it: keys sorted.
+func appendMeta(b []byte, meta map[string]string) []byte {
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, meta[k])
+	}
+	return append(b, '}')
 }
 
 // appendFile appends f; a long list of extents is given to flush as it
@@ -102,21 +124,7 @@ func appendFile(b []byte, f *File, flush func([]byte) ([]byte, bool)) ([]byte, b
 	b = append(b, `,"role":`...)
 	b = appendString(b, string(f.Role))
 	if len(f.Meta) > 0 {
-		b = append(b, `,"meta":{`...)
-		keys := make([]string, 0, len(f.Meta))
-		for k := range f.Meta {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, f.Meta[k])
-		}
-		b = append(b, '}')
+		b = appendMeta(append(b, `,"meta":`...), f.Meta)
 	}
 	b = append(b, `,"extents":`...)
 	if f.Extents == nil {
@@ -266,6 +274,11 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 		return ok
 	}, func() { m.Tensors = []Tensor{} }) {
 		return nil, false
+	}
+	if d.lit(`,"meta":`) {
+		if m.Meta, ok = d.meta(); !ok {
+			return nil, false
+		}
 	}
 	if !d.lit(`}`) || d.i != len(d.b) {
 		return nil, false
@@ -456,22 +469,9 @@ func (d *canonReader) file() (File, bool) {
 		return f, false
 	}
 	f.Role = FileRole(role)
-	if d.lit(`,"meta":{`) {
-		f.Meta = map[string]string{}
-		for {
-			k, ok := d.str()
-			if !ok || !d.lit(":") {
-				return f, false
-			}
-			if f.Meta[k], ok = d.str(); !ok {
-				return f, false
-			}
-			if d.lit("}") {
-				break
-			}
-			if !d.lit(",") {
-				return f, false
-			}
+	if d.lit(`,"meta":`) {
+		if f.Meta, ok = d.meta(); !ok {
+			return f, false
 		}
 	}
 	if !d.lit(`,"extents":`) {
@@ -485,6 +485,29 @@ func (d *canonReader) file() (File, bool) {
 		return f, false
 	}
 	return f, d.lit("}")
+}
+
+// meta reads a non-empty metadata map (the canonical form omits an empty one).
+func (d *canonReader) meta() (map[string]string, bool) {
+	if !d.lit("{") {
+		return nil, false
+	}
+	meta := map[string]string{}
+	for {
+		k, ok := d.str()
+		if !ok || !d.lit(":") {
+			return nil, false
+		}
+		if meta[k], ok = d.str(); !ok {
+			return nil, false
+		}
+		if d.lit("}") {
+			return meta, true
+		}
+		if !d.lit(",") {
+			return nil, false
+		}
+	}
 }
 
 func (d *canonReader) extent() (Extent, bool) {

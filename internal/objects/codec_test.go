@@ -33,12 +33,17 @@ func codecCases() map[string]*Manifest {
 	for i, s := range odd {
 		m.Files[0].Meta[s] = odd[(i+1)%len(odd)]
 	}
+	m.Meta = map[string]string{}
+	for i, s := range odd {
+		m.Meta[s] = odd[(i+2)%len(odd)]
+	}
 	m.Tensors[0].Name = "w\"\\\u2028é"
 	m.Tensors[0].DType = "F8_E4M3"
 	cases["escapes"] = m
 
 	empty := &Manifest{Schema: ManifestSchema, Format: "safetensors"}
 	cases["nil lists"] = empty
+	cases["manifest meta"] = &Manifest{Schema: ManifestSchema, Format: "gguf", Meta: map[string]string{"hf.revision": "0123", "hf.repo": "acme/llm"}}
 	cases["empty lists"] = &Manifest{Schema: ManifestSchema, Format: "gguf", Files: []File{}, Tensors: []Tensor{}}
 
 	many := &Manifest{Schema: ManifestSchema, Format: "safetensors", Tensors: []Tensor{}}

@@ -25,6 +25,10 @@ type Manifest struct {
 	Format  string   `json:"format"`
 	Files   []File   `json:"files"`
 	Tensors []Tensor `json:"tensors"`
+	// Meta is where the model came from, when another tool's layout said
+	// (a Hugging Face cache's repo and revision, an Ollama manifest). Like
+	// the rest it is content: no clocks, hosts or absolute paths.
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // File is one file of the model, relative to the model's root.
@@ -99,13 +103,10 @@ func (m *Manifest) Encode() ([]byte, error) {
 // the encoding of a large manifest is not copied as its buffer grows.
 func (m *Manifest) sizeHint() int {
 	const digest = 67 // quoted hex and a comma
-	n := 64
+	n := 64 + metaHint(m.Meta)
 	for i := range m.Files {
 		f := &m.Files[i]
-		n += 128 + len(f.Path) + 48*len(f.Extents)
-		for k, v := range f.Meta {
-			n += 2*(len(k)+len(v)) + 6 // room for escapes
-		}
+		n += 128 + len(f.Path) + 48*len(f.Extents) + metaHint(f.Meta)
 		for _, e := range f.Extents {
 			if e.Data != nil {
 				n += 32 + digest*(1+len(e.Data.Chunks))
@@ -115,6 +116,15 @@ func (m *Manifest) sizeHint() int {
 	for i := range m.Tensors {
 		t := &m.Tensors[i]
 		n += 80 + 2*len(t.Name) + len(t.DType) + 21*len(t.Shape) + digest*(1+len(t.Chunks))
+	}
+	return n
+}
+
+// metaHint is about the length of meta's encoding, with room for escapes.
+func metaHint(meta map[string]string) int {
+	n := 16
+	for k, v := range meta {
+		n += 2*(len(k)+len(v)) + 6
 	}
 	return n
 }
@@ -218,17 +228,26 @@ func (m *Manifest) checkText() error {
 	if !utf8.ValidString(m.Format) {
 		return bad("format", m.Format)
 	}
+	meta := func(where string, meta map[string]string) error {
+		for k, v := range meta {
+			if !utf8.ValidString(k) {
+				return bad(where+"metadata key", k)
+			}
+			if !utf8.ValidString(v) {
+				return bad(where+"metadata value of "+strconv.Quote(k)+",", v)
+			}
+		}
+		return nil
+	}
+	if err := meta("", m.Meta); err != nil {
+		return err
+	}
 	for _, f := range m.Files {
 		if !utf8.ValidString(f.Path) {
 			return bad("file name", f.Path)
 		}
-		for k, v := range f.Meta {
-			if !utf8.ValidString(k) {
-				return bad(f.Path+": metadata key", k)
-			}
-			if !utf8.ValidString(v) {
-				return bad(f.Path+": metadata value of "+strconv.Quote(k)+",", v)
-			}
+		if err := meta(f.Path+": ", f.Meta); err != nil {
+			return err
 		}
 	}
 	for _, t := range m.Tensors {

@@ -108,12 +108,14 @@ func TestManifestValidation(t *testing.T) {
 		"files out of order": func(m *Manifest) {
 			m.Files = append(m.Files, m.Files[0])
 		},
-		"path not UTF-8":        func(m *Manifest) { m.Files[0].Path = "model\xff.safetensors" },
-		"tensor name not UTF-8": func(m *Manifest) { m.Tensors[0].Name = "w\xc3" },
-		"meta key not UTF-8":    func(m *Manifest) { m.Files[0].Meta["\xfe"] = "x" },
-		"meta value not UTF-8":  func(m *Manifest) { m.Files[0].Meta["a"] = "\xed\xa0\x80" },
-		"dtype not UTF-8":       func(m *Manifest) { m.Tensors[0].DType = "F\x80" },
-		"format not UTF-8":      func(m *Manifest) { m.Format = "\xff" },
+		"path not UTF-8":             func(m *Manifest) { m.Files[0].Path = "model\xff.safetensors" },
+		"tensor name not UTF-8":      func(m *Manifest) { m.Tensors[0].Name = "w\xc3" },
+		"meta key not UTF-8":         func(m *Manifest) { m.Files[0].Meta["\xfe"] = "x" },
+		"meta value not UTF-8":       func(m *Manifest) { m.Files[0].Meta["a"] = "\xed\xa0\x80" },
+		"model meta key not UTF-8":   func(m *Manifest) { m.Meta = map[string]string{"\xfe": "x"} },
+		"model meta value not UTF-8": func(m *Manifest) { m.Meta = map[string]string{"a": "\xff"} },
+		"dtype not UTF-8":            func(m *Manifest) { m.Tensors[0].DType = "F\x80" },
+		"format not UTF-8":           func(m *Manifest) { m.Format = "\xff" },
 	} {
 		m := sample()
 		mutate(m)

@@ -65,9 +65,12 @@ type Options struct {
 
 	// Force replaces a destination that holds an earlier checkout of this
 	// store, unchanged since; anything else there is refused (conflict).
-	Force    bool
-	Workers  int
-	Progress progress.Reporter
+	Force bool
+	// Unrecorded keeps no record of the checkout: it is a temporary one
+	// that another step moves the files out of (checkout --layout).
+	Unrecorded bool
+	Workers    int
+	Progress   progress.Reporter
 }
 
 // write is what of o the planners see. Which of them a target honours is
@@ -161,6 +164,9 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	out, err := publish(st, w, dest, key, d, old)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Unrecorded {
+		st.RemoveCheckoutRecord(recordName(key, w.dev, w.ino)) // one already gone is fine
 	}
 	res.Note = joinNotes(p.note, out.note)
 	return res, nil
