@@ -17,10 +17,10 @@ import (
 )
 
 type showOutput struct {
-	Digest       objects.Digest    `json:"digest"`
-	LogicalBytes int64             `json:"logical_bytes"`
-	Warnings     []string          `json:"warnings"`
-	Details      any               `json:"details,omitempty"` // the format's own view, if it has one
+	Digest       objects.Digest `json:"digest"`
+	LogicalBytes int64          `json:"logical_bytes"`
+	Warnings     []string       `json:"warnings"`
+	Details      any            `json:"details,omitempty"` // the format's own view, if it has one
 	// SHA256 (with --sha256) is each file's sha256 by path, as Hugging Face
 	// and Ollama name files; mstore's own digests are BLAKE3.
 	SHA256   map[string]string `json:"sha256,omitempty"`

@@ -280,4 +280,3 @@ func (v *view) diff(r *http.Request) (any, error) {
 	}
 	return diffData{From: from, To: to, FromD: da, ToD: db, Diff: d, Tensors: changed[p.From:p.To], Pager: p, Same: da == db, ChangedFiles: files}, nil
 }
-
