@@ -123,13 +123,8 @@ nav a{margin-right:1em}
 <h1>{{.From}} → {{.To}}</h1>
 <p><a href="/version?v={{.FromD}}"><code>{{short .FromD}}</code></a> → <a href="/version?v={{.ToD}}"><code>{{short .ToD}}</code></a>{{if .Same}}: the same version{{end}}</p>
 <table id="counts"><tr><th>tensors</th><th class="n">count</th><th class="n">bytes</th></tr>
-{{$d := .Diff}}
-<tr class="added"><td>added</td><td class="n">{{index $d.Count "added"}}</td><td class="n">{{bytes (index $d.Bytes "added")}}</td></tr>
-<tr class="removed"><td>removed</td><td class="n">{{index $d.Count "removed"}}</td><td class="n">{{bytes (index $d.Bytes "removed")}}</td></tr>
-<tr class="changed"><td>changed</td><td class="n">{{index $d.Count "changed"}}</td><td class="n">{{bytes (index $d.Bytes "changed")}}</td></tr>
-<tr class="renamed"><td>renamed, same bytes</td><td class="n">{{index $d.Count "renamed"}}</td><td class="n">{{bytes (index $d.Bytes "renamed")}}</td></tr>
-<tr><td>unchanged</td><td class="n">{{index $d.Count "unchanged"}}</td><td class="n">{{bytes (index $d.Bytes "unchanged")}}</td></tr>
-</table>
+{{range .Counts}}<tr class="{{.Change}}"><td>{{.Label}}</td><td class="n">{{.Count}}</td><td class="n">{{bytes .Bytes}}</td></tr>
+{{end}}</table>
 <h2>Files</h2>
 <table id="filediff"><tr><th>change</th><th>path</th><th>role</th></tr>
 {{range .ChangedFiles}}<tr class="{{.Change}}"><td>{{.Change}}</td><td>{{.Path}}</td><td>{{.Role}}</td></tr>{{else}}<tr><td colspan="3">no file changed</td></tr>{{end}}

@@ -1,6 +1,7 @@
 package webview
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -56,10 +57,16 @@ func (v *view) render(w http.ResponseWriter, status int, name string, data any) 
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	if err := pages.ExecuteTemplate(w, name, data); err != nil {
-		fmt.Fprintf(w, "<p>rendering failed: %s</p>", htmlEscape(err.Error()))
+	// Pages are bounded (PageSize), so each is made whole before it is
+	// sent: a template that fails gives a 500, not half a page.
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, name, data); err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "<!doctype html><p>rendering the page failed: %s</p>", htmlEscape(err.Error()))
+		return
 	}
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
 }
 
 // fail shows err with its class, and the HTTP status the class means.
@@ -236,11 +243,19 @@ func (v *view) version(r *http.Request) (any, error) {
 type diffData struct {
 	From, To     string
 	FromD, ToD   objects.Digest
-	Diff         objects.Diff
+	Counts       []countRow
 	Tensors      []objects.TensorDiff
 	Pager        pager
 	Same         bool
 	ChangedFiles []objects.FileDiff
+}
+
+// countRow is one line of a diff's totals.
+type countRow struct {
+	Change objects.Change
+	Label  string
+	Count  int
+	Bytes  int64
 }
 
 func (v *view) diff(r *http.Request) (any, error) {
@@ -278,5 +293,13 @@ func (v *view) diff(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return diffData{From: from, To: to, FromD: da, ToD: db, Diff: d, Tensors: changed[p.From:p.To], Pager: p, Same: da == db, ChangedFiles: files}, nil
+	var counts []countRow
+	for _, c := range []objects.Change{objects.Added, objects.Removed, objects.Changed, objects.Renamed, objects.Unchanged} {
+		label := string(c)
+		if c == objects.Renamed {
+			label = "renamed, same bytes"
+		}
+		counts = append(counts, countRow{Change: c, Label: label, Count: d.Count[c], Bytes: d.Bytes[c]})
+	}
+	return diffData{From: from, To: to, FromD: da, ToD: db, Counts: counts, Tensors: changed[p.From:p.To], Pager: p, Same: da == db, ChangedFiles: files}, nil
 }
