@@ -29,7 +29,7 @@ var mvCommand = &cli.Command{
 		if e.json {
 			return e.printJSON(map[string]any{"from": from, "name": to, "history": moved})
 		}
-		e.printf("renamed %s to %s (%d history entries)\n", safe(from), safe(to), moved)
+		e.printf("renamed %s to %s (%s)\n", safe(from), safe(to), plural(moved, "history entry", "history entries"))
 		return nil
 	},
 }
