@@ -42,32 +42,3 @@ func Rename(st *store.Store, from, to string) (moved int, err error) {
 	})
 	return moved, err
 }
-
-// Tags lists the tags of name, or every tag when name is "", in (name,
-// tag) order.
-func Tags(st *store.Store, name string) (out []refs.TagRef, err error) {
-	err = st.View(func(tx *bolt.Tx) error {
-		if name == "" {
-			out, err = refs.Tags(tx)
-		} else {
-			out, err = refs.TagsOf(tx, name)
-		}
-		return err
-	})
-	return out, err
-}
-
-// LogicalSizes is the size of the files of each version of ds that the
-// store has (a missing or unreadable one is left out), in one read.
-func LogicalSizes(st *store.Store, ds []objects.Digest) (map[objects.Digest]int64, error) {
-	out := make(map[objects.Digest]int64, len(ds))
-	err := st.View(func(tx *bolt.Tx) error {
-		for _, d := range ds {
-			if m, err := store.Manifest(tx, d); err == nil {
-				out[d] = m.LogicalBytes()
-			}
-		}
-		return nil
-	})
-	return out, err
-}

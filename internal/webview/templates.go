@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/sizes"
 )
 
 var funcs = template.FuncMap{
-	"bytes": humanBytes,
+	"bytes": sizes.Human,
 	"short": func(d objects.Digest) string { return d.Short() },
 	"shape": func(s []int64) string {
 		parts := make([]string, len(s))
@@ -22,20 +23,6 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 	"ratio": func(f float64) string { return fmt.Sprintf("%.2f×", f) },
 	"plus1": func(i int) int { return i + 1 },
-}
-
-// humanBytes prints n with a decimal unit, as the commands do.
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
