@@ -28,11 +28,26 @@ func LogicalSizes(st *store.Store, ds []objects.Digest) (map[objects.Digest]int6
 	out := make(map[objects.Digest]int64, len(ds))
 	err := st.View(func(tx *bolt.Tx) error {
 		for _, d := range ds {
-			if m, err := store.Manifest(tx, d); err == nil {
-				out[d] = m.LogicalBytes()
+			if n, err := logicalBytes(tx, d); err == nil {
+				out[d] = n
 			}
 		}
 		return nil
 	})
 	return out, err
+}
+
+// logicalBytes is the size of version d's files, read from its encoding
+// (objects.PeekLogicalBytes) so that listing thousands of versions does
+// not decode thousands of manifests; a manifest in another shape is
+// decoded.
+func logicalBytes(tx *bolt.Tx, d objects.Digest) (int64, error) {
+	if n, ok := objects.PeekLogicalBytes(store.ManifestBytes(tx, d)); ok {
+		return n, nil
+	}
+	m, err := store.Manifest(tx, d)
+	if err != nil {
+		return 0, err
+	}
+	return m.LogicalBytes(), nil
 }

@@ -84,10 +84,9 @@ func List(st *store.Store) ([]Listing, error) {
 		for _, r := range list {
 			cur := r.Current
 			l := Listing{Name: r.Name, Current: &cur, Tags: append([]string{}, byName[r.Name]...), Entries: r.Entries, Moved: r.Moved}
-			if m, err := store.Manifest(tx, cur); err != nil {
+			l.LogicalBytes, err = logicalBytes(tx, cur)
+			if err != nil {
 				l.Unreadable = err.Error()
-			} else {
-				l.LogicalBytes = m.LogicalBytes()
 			}
 			out = append(out, l)
 			delete(byName, r.Name)
