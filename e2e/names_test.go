@@ -297,3 +297,45 @@ func TestCopyMoveAndDigestForms(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffRealGGUFAgainstItsSafetensors: llama-2-tiny-random.gguf and the
+// Hugging Face SafeTensors checkout writes of it hold the same weights
+// under llama.cpp's and transformers' names: diff pairs every tensor whose
+// bytes are the same as renamed, and only q_proj and k_proj (which the
+// conversion permutes, so their bytes differ) stay added and removed.
+func TestDiffRealGGUFAgainstItsSafetensors(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join(sharedTestdata(t, "gguf"), "llama-2-tiny-random.gguf")
+	c := newCLI(t)
+	c.add(src, "--name", "tiny")
+	hf := filepath.Join(t.TempDir(), "hf")
+	c.ok("checkout", "tiny", hf, "--format", "safetensors")
+	c.add(hf, "--name", "tiny-hf")
+	var d struct {
+		Count   map[string]int `json:"count"`
+		Tensors []struct {
+			Name     string `json:"name"`
+			FromName string `json:"from_name"`
+			Change   string `json:"change"`
+		} `json:"tensors"`
+	}
+	c.json(&d, "diff", "tiny", "tiny-hf")
+	var unpaired []string
+	for _, td := range d.Tensors {
+		switch td.Change {
+		case "renamed":
+			if td.FromName == "" || td.FromName == td.Name {
+				t.Errorf("renamed tensor %+v", td)
+			}
+		case "added", "removed":
+			unpaired = append(unpaired, td.Name)
+		default:
+			t.Errorf("tensor %s is %s", td.Name, td.Change)
+		}
+	}
+	slices.Sort(unpaired)
+	want := []string{"blk.0.attn_k.weight", "blk.0.attn_q.weight", "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight"}
+	if !slices.Equal(unpaired, want) || d.Count["renamed"] < 8 {
+		t.Errorf("diff GGUF → SafeTensors: %v renamed, unpaired %v; want only the permuted q/k unpaired %v", d.Count, unpaired, want)
+	}
+}
