@@ -53,30 +53,47 @@ func TestWebViewInChromium(t *testing.T) {
 	c.add(dir, "--name", "acme/web")
 	s := startServe(t, c.store, "127.0.0.1:0", nil)
 
-	home := browse(t, s.url+"/", "--dump-dom")
-	for _, want := range []string{"acme/web", "acme/web:v1", first.Digest, "dedup"} {
-		if !strings.Contains(home, want) {
-			t.Errorf("the browser's DOM of / lacks %q:\n%s", want, home)
-		}
-	}
-	version := browse(t, s.url+"/version?v=acme/web:v1", "--dump-dom")
-	for _, want := range []string{first.Digest, "&lt;script&gt;document.title=\"pwned\"&lt;/script&gt;", "&lt;img src=x", ts[3].name, "unique", "shared"} {
-		if !strings.Contains(version, want) {
-			t.Errorf("the browser's DOM of the version lacks %q:\n%s", want, version)
-		}
-	}
-	diff := browse(t, s.url+"/diff?from=acme/web~1&to=acme/web", "--dump-dom")
-	if !strings.Contains(diff, ts[2].name) || !strings.Contains(diff, `<tr class="changed"><td>changed</td>`) {
-		t.Errorf("the browser's DOM of the diff lacks the changed tensor %s:\n%s", ts[2].name, diff)
-	}
-	for page, dom := range map[string]string{"/": home, "version": version, "diff": diff} {
+	// Each page in its own chromium, at once: a browser's start is mostly
+	// waiting.
+	noMarkup := func(t *testing.T, dom string) {
 		if strings.Contains(dom, "<script") || strings.Contains(dom, "<img") || strings.Contains(dom, "pwned</title>") {
-			t.Errorf("a name became markup in the browser (%s):\n%s", page, dom)
+			t.Errorf("a name became markup in the browser:\n%s", dom)
 		}
 	}
-	shot := filepath.Join(t.TempDir(), "diff.png")
-	browse(t, s.url+"/diff?from=acme/web~1&to=acme/web", "--screenshot="+shot)
-	if b, err := os.ReadFile(shot); err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-		t.Errorf("no screenshot of the diff page: %v (%d bytes)", err, len(b))
-	}
+	t.Run("refs", func(t *testing.T) {
+		t.Parallel()
+		home := browse(t, s.url+"/", "--dump-dom")
+		for _, want := range []string{"acme/web", "acme/web:v1", first.Digest, "dedup"} {
+			if !strings.Contains(home, want) {
+				t.Errorf("the browser's DOM of / lacks %q:\n%s", want, home)
+			}
+		}
+		noMarkup(t, home)
+	})
+	t.Run("version", func(t *testing.T) {
+		t.Parallel()
+		version := browse(t, s.url+"/version?v=acme/web:v1", "--dump-dom")
+		for _, want := range []string{first.Digest, "&lt;script&gt;document.title=\"pwned\"&lt;/script&gt;", "&lt;img src=x", ts[3].name, "unique", "shared"} {
+			if !strings.Contains(version, want) {
+				t.Errorf("the browser's DOM of the version lacks %q:\n%s", want, version)
+			}
+		}
+		noMarkup(t, version)
+	})
+	t.Run("diff", func(t *testing.T) {
+		t.Parallel()
+		diff := browse(t, s.url+"/diff?from=acme/web~1&to=acme/web", "--dump-dom")
+		if !strings.Contains(diff, ts[2].name) || !strings.Contains(diff, `<tr class="changed"><td>changed</td>`) {
+			t.Errorf("the browser's DOM of the diff lacks the changed tensor %s:\n%s", ts[2].name, diff)
+		}
+		noMarkup(t, diff)
+	})
+	t.Run("screenshot", func(t *testing.T) {
+		t.Parallel()
+		shot := filepath.Join(t.TempDir(), "diff.png")
+		browse(t, s.url+"/diff?from=acme/web~1&to=acme/web", "--screenshot="+shot)
+		if b, err := os.ReadFile(shot); err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("no screenshot of the diff page: %v (%d bytes)", err, len(b))
+		}
+	})
 }

@@ -27,6 +27,10 @@ var cpCommand = &cli.Command{
 		if e.json {
 			return e.printJSON(map[string]any{"from": src, "name": to, "digest": d})
 		}
+		if e.quiet {
+			e.printf("%s\n", d)
+			return nil
+		}
 		e.printf("%s → %s (copied from %s)\n", safe(to), d, safe(src))
 		return nil
 	},

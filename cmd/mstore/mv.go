@@ -29,6 +29,9 @@ var mvCommand = &cli.Command{
 		if e.json {
 			return e.printJSON(map[string]any{"from": from, "name": to, "history": moved})
 		}
+		if e.quiet {
+			return nil
+		}
 		e.printf("renamed %s to %s (%s)\n", safe(from), safe(to), plural(moved, "history entry", "history entries"))
 		return nil
 	},

@@ -77,6 +77,8 @@ func (v *view) fail(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errs.SchemaError, errs.SizeLimitExceeded:
 		status = http.StatusBadRequest
+	case errs.Conflict: // the store's lock, held by a gc: try again
+		status = http.StatusServiceUnavailable
 	}
 	class := "io_error"
 	if c := errs.ClassOf(err); c != 0 {
