@@ -51,7 +51,7 @@ nav a{margin-right:1em}
 {{define "index"}}{{template "head" "refs"}}
 <h1>Refs</h1>
 <table id="refs"><tr><th>name</th><th>version</th><th class="n">size</th><th>tags</th><th class="n">moves</th><th>moved</th></tr>
-{{range .Refs}}<tr><td><a href="/ref?name={{.Name}}">{{.Name}}</a></td>
+{{range .Refs}}<tr><td>{{if .Current}}<a href="/ref?name={{.Name}}">{{.Name}}</a>{{else}}{{.Name}} (tags only){{end}}</td>
 <td>{{with .Current}}<a href="/version?v={{.}}"><code>{{short .}}</code></a>{{else}}–{{end}}</td>
 <td class="n">{{if .Unreadable}}unreadable{{else if .Current}}{{bytes .LogicalBytes}}{{end}}</td>
 <td>{{join .Tags ", "}}</td><td class="n">{{.Entries}}</td><td>{{if .Current}}{{.Moved.Format "2006-01-02 15:04:05Z07:00"}}{{end}}</td></tr>

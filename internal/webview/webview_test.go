@@ -101,6 +101,11 @@ func TestPages(t *testing.T) {
 		{"/version?v=../x", 400, []string{"schema_error"}, -1},
 		{"/version", 400, []string{"schema_error"}, -1},
 		{"/nosuch", 404, []string{"not_found"}, -1},
+		// A ref name cannot hold markup, but a URL can: the error page
+		// quotes it escaped.
+		{"/ref?name=%3Cscript%3Ealert(1)%3C/script%3E", 400, []string{"schema_error", "&lt;script&gt;"}, -1},
+		{"/version?v=acme/m%3A%3Cimg%20src=x%3E", 400, []string{"schema_error"}, -1},
+		{"/%3Cscript%3E", 404, []string{"not_found"}, -1},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			status, h, body := get(t, srv.URL+tc.path)
