@@ -55,39 +55,27 @@ func TestWebViewInChromium(t *testing.T) {
 
 	// Each page in its own chromium, at once: a browser's start is mostly
 	// waiting.
-	noMarkup := func(t *testing.T, dom string) {
-		if strings.Contains(dom, "<script") || strings.Contains(dom, "<img") || strings.Contains(dom, "pwned</title>") {
-			t.Errorf("a name became markup in the browser:\n%s", dom)
-		}
+	for _, page := range []struct {
+		name, path string
+		want       []string
+	}{
+		{"refs", "/", []string{"acme/web", "acme/web:v1", first.Digest, "dedup"}},
+		{"version", "/version?v=acme/web:v1", []string{first.Digest, "&lt;script&gt;document.title=\"pwned\"&lt;/script&gt;", "&lt;img src=x", ts[3].name, "unique", "shared"}},
+		{"diff", "/diff?from=acme/web~1&to=acme/web", []string{ts[2].name, `<tr class="changed"><td>changed</td>`}},
+	} {
+		t.Run(page.name, func(t *testing.T) {
+			t.Parallel()
+			dom := browse(t, s.url+page.path, "--dump-dom")
+			for _, want := range page.want {
+				if !strings.Contains(dom, want) {
+					t.Errorf("the browser's DOM of %s lacks %q:\n%s", page.path, want, dom)
+				}
+			}
+			if strings.Contains(dom, "<script") || strings.Contains(dom, "<img") || strings.Contains(dom, "pwned</title>") {
+				t.Errorf("a name became markup in the browser:\n%s", dom)
+			}
+		})
 	}
-	t.Run("refs", func(t *testing.T) {
-		t.Parallel()
-		home := browse(t, s.url+"/", "--dump-dom")
-		for _, want := range []string{"acme/web", "acme/web:v1", first.Digest, "dedup"} {
-			if !strings.Contains(home, want) {
-				t.Errorf("the browser's DOM of / lacks %q:\n%s", want, home)
-			}
-		}
-		noMarkup(t, home)
-	})
-	t.Run("version", func(t *testing.T) {
-		t.Parallel()
-		version := browse(t, s.url+"/version?v=acme/web:v1", "--dump-dom")
-		for _, want := range []string{first.Digest, "&lt;script&gt;document.title=\"pwned\"&lt;/script&gt;", "&lt;img src=x", ts[3].name, "unique", "shared"} {
-			if !strings.Contains(version, want) {
-				t.Errorf("the browser's DOM of the version lacks %q:\n%s", want, version)
-			}
-		}
-		noMarkup(t, version)
-	})
-	t.Run("diff", func(t *testing.T) {
-		t.Parallel()
-		diff := browse(t, s.url+"/diff?from=acme/web~1&to=acme/web", "--dump-dom")
-		if !strings.Contains(diff, ts[2].name) || !strings.Contains(diff, `<tr class="changed"><td>changed</td>`) {
-			t.Errorf("the browser's DOM of the diff lacks the changed tensor %s:\n%s", ts[2].name, diff)
-		}
-		noMarkup(t, diff)
-	})
 	t.Run("screenshot", func(t *testing.T) {
 		t.Parallel()
 		shot := filepath.Join(t.TempDir(), "diff.png")
