@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/codecs"
@@ -21,6 +23,7 @@ var diffCommand = &cli.Command{
 	ArgsUsage: "REF REF",
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "all", Usage: "list unchanged tensors and files too"},
+		&cli.BoolFlag{Name: "exit-code", Usage: "exit 1 when the versions differ, 0 when they are the same (as git diff --exit-code); errors keep their codes"},
 	},
 	Action: func(c *cli.Context) error {
 		e, st, err := withStore(c, 2, "REF REF")
@@ -50,8 +53,15 @@ var diffCommand = &cli.Command{
 		if details != nil {
 			out.Details = details.Data
 		}
+		var differ error
+		if c.Bool("exit-code") && da != db {
+			differ = exitStatus(1)
+		}
 		if e.json {
-			return e.printJSON(out)
+			if err := e.printJSON(out); err != nil {
+				return err
+			}
+			return differ
 		}
 		d := out.Diff
 		e.printf("%s", detailText)
@@ -71,13 +81,26 @@ var diffCommand = &cli.Command{
 					safe(t.ToDType), shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
 			case objects.Removed:
 				e.printf("- tensor %s  %s\n", safe(t.Name), humanBytes(t.FromBytes))
+			case objects.Renamed:
+				e.printf("> tensor %s → %s  same bytes, renamed (%s)\n", safe(t.FromName), safe(t.Name), humanBytes(t.ToBytes))
 			default:
 				e.printf("%s tensor %s  %s\n", marks[t.Change], safe(t.Name), humanBytes(t.ToBytes))
 			}
 		}
-		e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)\n",
+		renamed := ""
+		if n := d.Count[objects.Renamed]; n > 0 {
+			renamed = fmt.Sprintf(", %d renamed with the same bytes (%s)", n, humanBytes(d.Bytes[objects.Renamed]))
+		}
+		e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)%s\n",
 			d.Count[objects.Added], humanBytes(d.Bytes[objects.Added]), d.Count[objects.Removed], humanBytes(d.Bytes[objects.Removed]),
-			d.Count[objects.Changed], humanBytes(d.Bytes[objects.Changed]), d.Count[objects.Unchanged], humanBytes(d.Bytes[objects.Unchanged]))
-		return nil
+			d.Count[objects.Changed], humanBytes(d.Bytes[objects.Changed]), d.Count[objects.Unchanged], humanBytes(d.Bytes[objects.Unchanged]), renamed)
+		return differ
 	},
 }
+
+// exitStatus is a result that is not an error: the command did its work
+// and says something by its exit code alone (diff --exit-code: 1 when the
+// versions differ). main prints nothing for it.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/gc"
 	"github.com/mstore/mstore/internal/store"
 )
 
@@ -16,10 +19,14 @@ type duOutput struct {
 }
 
 var duCommand = &cli.Command{
-	Name:  "du",
-	Usage: "logical bytes of all versions against the bytes stored, and the dedup ratio",
+	Name:      "du",
+	Usage:     "logical bytes of all versions against the bytes stored, and the dedup ratio; with REF, one version's unique and shared bytes",
+	ArgsUsage: "[REF]",
 	Action: func(c *cli.Context) error {
-		e, st, err := withStore(c, 0, "")
+		if c.NArg() == 1 {
+			return duVersion(c)
+		}
+		e, st, err := withStore(c, 0, "[REF]")
 		if err != nil {
 			return err
 		}
@@ -47,4 +54,50 @@ var duCommand = &cli.Command{
 		}
 		return err
 	},
+}
+
+// duVersion is `du REF`: what one version holds alone and what it shares,
+// from the gc planner's marks (gc.UsageOf).
+func duVersion(c *cli.Context) error {
+	e, st, err := withStore(c, 1, "[REF]")
+	if err != nil {
+		return err
+	}
+	d, m, err := loadManifest(st, c.Args().First())
+	if err != nil {
+		return err
+	}
+	u, err := gc.UsageOf(c.Context, st, d, m, gc.Options{})
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(u)
+	}
+	e.printf("version  %s\nlogical  %s (its files)\nblobs    %s in %s\nunique   %s in %s no other named version needs\nshared   %s\n",
+		d, humanBytes(u.LogicalBytes), humanBytes(u.BlobBytes), plural(u.Blobs, "blob", "blobs"), humanBytes(u.UniqueBytes), plural(u.UniqueBlobs, "blob", "blobs"), humanBytes(u.SharedBytes))
+	if len(u.HeldBy) == 0 {
+		e.printf("held by  no name: `mstore gc` frees it\n")
+		return nil
+	}
+	e.printf("held by  %s\n", safe(strings.Join(u.HeldBy, ", ")))
+	printFrees(e, "removing these names", u.IfUnnamed)
+	return nil
+}
+
+// printFrees says what gc would free after a change to the names.
+func printFrees(e *env, change string, est *gc.Estimate) {
+	e.printf("frees    %s on disk with `mstore gc` after %s (%s, %s raw); gc frees %s today\n",
+		humanBytes(est.FreesBytes), change, plural(est.FreesBlobs, "blob", "blobs"), humanBytes(est.FreesRawBytes), humanBytes(est.GCFreesNow))
+	for _, v := range est.Unreadable {
+		e.printf("warning  version %s cannot be read, so gc keeps every blob: run `mstore fsck`\n", v.Version.Short())
+	}
+}
+
+// plural is "1 blob", "2 blobs".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

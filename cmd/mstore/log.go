@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +16,7 @@ type logEntry struct {
 	Previous *objects.Digest `json:"previous,omitempty"`
 	Message  string          `json:"message"`
 	Time     time.Time       `json:"time"`
+	Tags     []string        `json:"tags"` // the ref's tags at this digest
 }
 
 var logCommand = &cli.Command{
@@ -30,9 +32,17 @@ var logCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		tags, err := names.Tags(st, c.Args().First())
+		if err != nil {
+			return err
+		}
+		tagsAt := map[objects.Digest][]string{}
+		for _, t := range tags {
+			tagsAt[t.Digest] = append(tagsAt[t.Digest], t.Tag)
+		}
 		out := []logEntry{}
 		for _, en := range entries {
-			le := logEntry{Seq: en.Seq, Digest: en.Digest, Message: en.Message, Time: en.Time}
+			le := logEntry{Seq: en.Seq, Digest: en.Digest, Message: en.Message, Time: en.Time, Tags: append([]string{}, tagsAt[en.Digest]...)}
 			if !en.Previous.IsZero() {
 				prev := en.Previous
 				le.Previous = &prev
@@ -44,7 +54,11 @@ var logCommand = &cli.Command{
 		}
 		name := c.Args().First()
 		for i, le := range out {
-			e.printf("%s~%d  %s  %s  %s\n", safe(name), i, le.Digest.Short(), le.Time.Format(time.RFC3339), safe(le.Message))
+			mark := ""
+			if len(le.Tags) > 0 {
+				mark = " (tag: " + safe(strings.Join(le.Tags, ", ")) + ")"
+			}
+			e.printf("%s~%d  %s%s  %s  %s\n", safe(name), i, le.Digest.Short(), mark, le.Time.Format(time.RFC3339), safe(le.Message))
 		}
 		return nil
 	},

@@ -19,6 +19,10 @@ type refListing struct {
 	Tags    []string        `json:"tags"`
 	History int             `json:"history"`
 	Moved   time.Time       `json:"moved"`
+	// LogicalBytes is the size of the current version's files (what a
+	// checkout writes; `mstore du NAME` says how much of it is shared).
+	LogicalBytes *int64 `json:"logical_bytes"`
+	Unreadable   string `json:"unreadable,omitempty"`
 }
 
 var lsCommand = &cli.Command{
@@ -32,7 +36,11 @@ var lsCommand = &cli.Command{
 		out := []refListing{}
 		list, err := names.List(st)
 		for _, l := range list {
-			out = append(out, refListing{Name: l.Name, Digest: l.Current, Tags: l.Tags, History: l.Entries, Moved: l.Moved})
+			r := refListing{Name: l.Name, Digest: l.Current, Tags: l.Tags, History: l.Entries, Moved: l.Moved, Unreadable: l.Unreadable}
+			if l.Current != nil && l.Unreadable == "" {
+				r.LogicalBytes = &l.LogicalBytes
+			}
+			out = append(out, r)
 		}
 		if err != nil {
 			return err
@@ -43,14 +51,19 @@ var lsCommand = &cli.Command{
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		defer tw.Flush()
 		if !e.quiet {
-			tw.Write([]byte("NAME\tVERSION\tTAGS\tMOVES\tMOVED\n"))
+			tw.Write([]byte("NAME\tVERSION\tSIZE\tTAGS\tMOVES\tMOVED\n"))
 		}
 		for _, r := range out {
-			version, moved := "-", "-"
+			version, size, moved := "-", "-", "-"
 			if r.Digest != nil {
 				version, moved = r.Digest.Short(), r.Moved.Format(time.RFC3339)
 			}
-			tw.Write([]byte(strings.Join([]string{safe(r.Name), version, safe(strings.Join(r.Tags, ",")), itoa(r.History), moved}, "\t") + "\n"))
+			if r.LogicalBytes != nil {
+				size = humanBytes(*r.LogicalBytes)
+			} else if r.Unreadable != "" {
+				size = "unreadable"
+			}
+			tw.Write([]byte(strings.Join([]string{safe(r.Name), version, size, safe(strings.Join(r.Tags, ",")), itoa(r.History), moved}, "\t") + "\n"))
 		}
 		return nil
 	},

@@ -61,7 +61,7 @@ func newApp() *cli.App {
 		},
 		Commands: []*cli.Command{
 			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
-			tagCommand, rmCommand, diffCommand, duCommand,
+			tagCommand, rmCommand, cpCommand, mvCommand, diffCommand, duCommand,
 			gcCommand, fsckCommand, trimCommand, repackCommand,
 			pullCommand, pushCommand, remoteCommand, serveCommand,
 		},
@@ -111,6 +111,10 @@ func classOf(err error) (key string, code int) {
 func report(w io.Writer, asJSON bool, err error) int {
 	if err == nil {
 		return 0
+	}
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status) // an answer, not an error (diff --exit-code)
 	}
 	key, code := classOf(err)
 	msg := err.Error()

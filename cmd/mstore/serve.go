@@ -13,6 +13,7 @@ import (
 	"github.com/mstore/mstore/internal/remote/httpremote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/remote/transfer"
+	"github.com/mstore/mstore/internal/webview"
 )
 
 var serveCommand = &cli.Command{
@@ -69,6 +70,7 @@ var serveCommand = &cli.Command{
 				return err
 			}
 			backend, what = pathremote.New(st), st.Dir()
+			o.Web = webview.New(st) // a browser's GET / (a bucket has no store to show)
 		}
 		defer backend.Close()
 		o.Backend = backend
@@ -86,6 +88,9 @@ var serveCommand = &cli.Command{
 			e.printJSON(map[string]any{"url": url, "serving": what, "push": o.AllowPush})
 		} else {
 			e.printf("serving %s on %s\n", what, url)
+		}
+		if o.Web != nil {
+			e.note("web view: %s/ (read-only)\n", url)
 		}
 		if o.PushToken != "" && scheme == "http" && !isLoopback(ln.Addr()) {
 			e.note("mstore: warning: push tokens cross the network in clear without --tls-cert/--tls-key\n")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,17 +19,23 @@ import (
 )
 
 type showOutput struct {
-	Digest       objects.Digest    `json:"digest"`
-	LogicalBytes int64             `json:"logical_bytes"`
-	Warnings     []string          `json:"warnings"`
-	Details      any               `json:"details,omitempty"` // the format's own view, if it has one
-	Manifest     *objects.Manifest `json:"manifest"`
+	Digest       objects.Digest `json:"digest"`
+	LogicalBytes int64          `json:"logical_bytes"`
+	Warnings     []string       `json:"warnings"`
+	Details      any            `json:"details,omitempty"` // the format's own view, if it has one
+	// SHA256 (with --sha256) is each file's sha256 by path, as Hugging Face
+	// and Ollama name files; mstore's own digests are BLAKE3.
+	SHA256   map[string]string `json:"sha256,omitempty"`
+	Manifest *objects.Manifest `json:"manifest"`
 }
 
 var showCommand = &cli.Command{
 	Name:      "show",
 	Usage:     "show a version's files and tensors",
 	ArgsUsage: "REF",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "sha256", Usage: "also print each file's sha256 (read back from the blobs: it takes as long as a checkout)"},
+	},
 	Action: func(c *cli.Context) error {
 		e, st, err := withStore(c, 1, "REF")
 		if err != nil {
@@ -57,6 +65,16 @@ var showCommand = &cli.Command{
 				}
 			}
 		}
+		if c.Bool("sha256") {
+			sums, err := restorer.HashFiles(c.Context, st, m, sha256.New)
+			if err != nil {
+				return err
+			}
+			out.SHA256 = map[string]string{}
+			for p, sum := range sums {
+				out.SHA256[p] = "sha256:" + hex.EncodeToString(sum)
+			}
+		}
 		detailText := renderDetails(details)
 		if details != nil {
 			out.Details = details.Data
@@ -81,9 +99,17 @@ var showCommand = &cli.Command{
 			e.printf("\n%s", detailText)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "\nFILE\tROLE\tSIZE\tDIGEST\n")
+		sumHead := ""
+		if out.SHA256 != nil {
+			sumHead = "\tSHA256"
+		}
+		fmt.Fprintf(tw, "\nFILE\tROLE\tSIZE\tDIGEST%s\n", sumHead)
 		for _, f := range m.Files {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", safe(f.Path), safe(string(f.Role)), f.Size, f.Digest.Short())
+			sum := ""
+			if out.SHA256 != nil {
+				sum = "\t" + out.SHA256[f.Path]
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s%s\n", safe(f.Path), safe(string(f.Role)), f.Size, f.Digest.Short(), sum)
 		}
 		fmt.Fprintf(tw, "\nTENSOR\tDTYPE\tSHAPE\tBYTES\tDIGEST\n")
 		for _, t := range m.Tensors {

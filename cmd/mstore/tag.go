@@ -6,14 +6,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/refs"
 )
 
 var tagCommand = &cli.Command{
 	Name:      "tag",
-	Usage:     "create an immutable tag NAME:TAG at a version",
-	ArgsUsage: "NAME:TAG REF",
+	Aliases:   []string{"tags"},
+	Usage:     "create an immutable tag NAME:TAG at a version; with no REF, list the tags (of NAME) with their digests",
+	ArgsUsage: "NAME:TAG REF | [NAME]",
 	Action: func(c *cli.Context) error {
+		if c.NArg() < 2 {
+			return listTags(c)
+		}
 		e, err := newEnv(c)
 		if err != nil {
 			return err
@@ -53,4 +58,39 @@ var tagCommand = &cli.Command{
 		}
 		return nil
 	},
+}
+
+type tagListing struct {
+	Name   string         `json:"name"`
+	Tag    string         `json:"tag"`
+	Digest objects.Digest `json:"digest"`
+}
+
+// listTags is `tag` or `tags NAME`: every tag (of NAME) and its version.
+func listTags(c *cli.Context) error {
+	e, st, err := withStore(c, c.NArg(), "[NAME]")
+	if err != nil {
+		return err
+	}
+	name := c.Args().First()
+	if name != "" {
+		if _, err := refs.ParseName(name); err != nil {
+			return err
+		}
+	}
+	tags, err := names.Tags(st, name)
+	if err != nil {
+		return err
+	}
+	out := []tagListing{}
+	for _, t := range tags {
+		out = append(out, tagListing{Name: t.Name, Tag: t.Tag, Digest: t.Digest})
+	}
+	if e.json {
+		return e.printJSON(out)
+	}
+	for _, t := range out {
+		e.printf("%s:%s  %s\n", safe(t.Name), safe(t.Tag), t.Digest)
+	}
+	return nil
 }

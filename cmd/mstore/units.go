@@ -1,24 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/mstore/mstore/internal/sizes"
 )
 
 // humanBytes prints n with a decimal unit, as `du -h --si` would.
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
+func humanBytes(n int64) string { return sizes.Human(n) }
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,

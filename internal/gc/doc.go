@@ -42,6 +42,13 @@
 // reports as leftovers and the next gc deletes. A failed delete is reported
 // and makes gc fail; the file stays, as a leftover.
 //
+// Estimates: EstimateWithout and UsageOf say what a change to the names
+// (rm, trim, every name of one version) would let gc free, by making the
+// plan twice under the shared lock, once as the store is and once as if
+// the names were gone (refs.Without), and comparing them. Such a plan is
+// never executed (Execute refuses it), so `du REF`, `rm --dry-run` and
+// `trim --dry-run` print the planner's own figures, not a guess.
+//
 // Failpoints (see store.Failpoint): FailAfterMark, FailAfterRepack,
 // FailAfterCommit, FailAfterDelete.
 package gc

@@ -34,6 +34,9 @@ type Result struct {
 // delete lost in a power failure brings back an unrecorded file, which the
 // next gc deletes.
 func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
+	if p.hypothetical {
+		return nil, errors.New("gc: a plan made for an estimate (names that are still there taken away) is never executed")
+	}
 	res := &Result{FailedDeletes: []string{}}
 	newRecs, err := p.repack(ctx, st)
 	if err != nil {

@@ -39,6 +39,10 @@ type Options struct {
 	DryRun bool
 	// Now is the clock the grace period is measured with; nil is time.Now.
 	Now func() time.Time
+
+	// without, set only by Estimate, plans as if these names were gone; such
+	// a plan is never executed.
+	without *refs.Without
 }
 
 // File is a file a plan deletes or keeps.
@@ -93,6 +97,8 @@ type Plan struct {
 	deletePaths []string         // absolute paths of DeleteFiles then Orphans
 	sizes       map[string]int64 // of every path to delete
 	manifestSet map[objects.Digest]bool
+	// hypothetical marks a plan made with Options.without: Execute refuses it.
+	hypothetical bool
 }
 
 // Unreadable is a named version whose manifest gc could not read.
@@ -124,11 +130,12 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Plan, *Result, er
 // NewPlan marks and plans the sweep. The caller holds the exclusive lock.
 func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) {
 	p := &Plan{RemoveManifests: []objects.Digest{}, DeleteFiles: []File{}, Repacks: []Repack{},
-		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, Unreadable: []Unreadable{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{}}
+		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, Unreadable: []Unreadable{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{},
+		hypothetical: opts.without != nil}
 	live := map[objects.Digest]bool{}
 	recs := map[objects.Digest]store.BlobRecord{}
 	err := st.View(func(tx *bolt.Tx) error {
-		reachable, err := refs.Referenced(tx)
+		reachable, err := referenced(tx, opts.without)
 		if err != nil {
 			return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the refs; nothing was deleted (run `mstore fsck`)")
 		}

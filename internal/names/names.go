@@ -59,6 +59,10 @@ type Listing struct {
 	Tags    []string
 	Entries int
 	Moved   time.Time
+	// LogicalBytes is the size of Current's files; Unreadable says why it
+	// is unknown (a manifest that does not read), and ls goes on.
+	LogicalBytes int64
+	Unreadable   string
 }
 
 // List lists every ref and every name with tags, by name.
@@ -79,7 +83,12 @@ func List(st *store.Store) ([]Listing, error) {
 		}
 		for _, r := range list {
 			cur := r.Current
-			out = append(out, Listing{Name: r.Name, Current: &cur, Tags: append([]string{}, byName[r.Name]...), Entries: r.Entries, Moved: r.Moved})
+			l := Listing{Name: r.Name, Current: &cur, Tags: append([]string{}, byName[r.Name]...), Entries: r.Entries, Moved: r.Moved}
+			l.LogicalBytes, err = logicalBytes(tx, cur)
+			if err != nil {
+				l.Unreadable = err.Error()
+			}
+			out = append(out, l)
 			delete(byName, r.Name)
 		}
 		for name, tags := range byName {

@@ -13,12 +13,18 @@ const (
 	Removed   Change = "removed"
 	Changed   Change = "changed"
 	Unchanged Change = "unchanged"
+	// Renamed is a tensor whose bytes (its digest) one version has under
+	// another name: a removed and an added tensor paired by content, as a
+	// SafeTensors and a GGUF of the same weights name them differently.
+	Renamed Change = "renamed"
 )
 
 // TensorDiff is one tensor's change, by name.
 type TensorDiff struct {
 	Name   string `json:"name"`
 	Change Change `json:"change"`
+	// FromName is the name a Renamed tensor had in the older version.
+	FromName string `json:"from_name,omitempty"`
 	// FromBytes and ToBytes are the tensor's sizes in each version (0 where
 	// absent); DType and Shape show what changed besides the bytes.
 	FromBytes int64   `json:"from_bytes"`
@@ -30,6 +36,8 @@ type TensorDiff struct {
 	// NewChunkBytes is how many of the new version's bytes are in chunks the
 	// old tensor does not have: what storing the change costs.
 	NewChunkBytes int64 `json:"new_chunk_bytes"`
+
+	digest Digest // of the added or removed tensor's bytes, for pairRenamed
 }
 
 // FileDiff is one file's change, by path.
@@ -47,7 +55,9 @@ type Diff struct {
 	Bytes   map[Change]int64 `json:"bytes"` // tensor bytes, in the newer version (older for removed)
 }
 
-// Compare returns what changed from a to b.
+// Compare returns what changed from a to b. A tensor removed under one name
+// and added under another with the same bytes is one Renamed entry, not
+// one removed and one added.
 func Compare(a, b *Manifest) Diff {
 	d := Diff{Count: map[Change]int{}, Bytes: map[Change]int64{}}
 	old := map[string]Tensor{}
@@ -57,7 +67,7 @@ func Compare(a, b *Manifest) Diff {
 	seen := map[string]bool{}
 	for _, t := range b.Tensors {
 		seen[t.Name] = true
-		td := TensorDiff{Name: t.Name, ToBytes: t.Size, ToDType: t.DType, ToShape: t.Shape}
+		td := TensorDiff{Name: t.Name, ToBytes: t.Size, ToDType: t.DType, ToShape: t.Shape, digest: t.Digest}
 		o, ok := old[t.Name]
 		switch {
 		case !ok:
@@ -72,9 +82,10 @@ func Compare(a, b *Manifest) Diff {
 	}
 	for _, t := range a.Tensors {
 		if !seen[t.Name] {
-			d.Tensors = append(d.Tensors, TensorDiff{Name: t.Name, Change: Removed, FromBytes: t.Size, FromDType: t.DType, FromShape: t.Shape})
+			d.Tensors = append(d.Tensors, TensorDiff{Name: t.Name, Change: Removed, FromBytes: t.Size, FromDType: t.DType, FromShape: t.Shape, digest: t.Digest})
 		}
 	}
+	d.Tensors = pairRenamed(d.Tensors)
 	sort.Slice(d.Tensors, func(i, j int) bool { return d.Tensors[i].Name < d.Tensors[j].Name })
 	for _, t := range d.Tensors {
 		d.Count[t.Change]++
@@ -123,4 +134,37 @@ func newChunkBytes(a, b Tensor) int64 {
 		}
 	}
 	return n
+}
+
+// pairRenamed turns each removed tensor whose digest an added tensor has
+// into one Renamed entry. When several tensors share a digest (two zero
+// tensors), they pair in name order, the i-th removed with the i-th added.
+func pairRenamed(ts []TensorDiff) []TensorDiff {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	removed := map[Digest][]int{}
+	for i, t := range ts {
+		if t.Change == Removed {
+			removed[t.digest] = append(removed[t.digest], i)
+		}
+	}
+	gone := map[int]bool{}
+	for i := range ts {
+		t := &ts[i]
+		queue := removed[t.digest]
+		if t.Change != Added || len(queue) == 0 {
+			continue
+		}
+		from := ts[queue[0]]
+		removed[t.digest] = queue[1:]
+		gone[queue[0]] = true
+		t.Change, t.FromName, t.NewChunkBytes = Renamed, from.Name, 0
+		t.FromBytes, t.FromDType, t.FromShape = from.FromBytes, from.FromDType, from.FromShape
+	}
+	out := ts[:0]
+	for i, t := range ts {
+		if !gone[i] {
+			out = append(out, t)
+		}
+	}
+	return out
 }

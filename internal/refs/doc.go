@@ -35,7 +35,16 @@
 //     NAME:TAG stays a stable name for as long as the tag exists.
 //   - TrimHistory drops old entries but always keeps the current target.
 //     NAME@DIGEST and NAME~N only see the entries kept.
+//   - Copy starts a new ref at a version with a history of one entry;
+//     Rename moves a ref's whole history to a new name through Move and
+//     RemoveRef, so the journal replays it as it is; tags stay with the
+//     old name. Both refuse a name that is already a ref (conflict).
+//   - Holders says which names (NAME, NAME~N, NAME:TAG) keep each version,
+//     and, given a Without (refs, tags, history or versions taken away),
+//     which would keep it after rm or trim: gc's estimates are made from it.
 //   - Names are case-sensitive and never contain '@', ':', '~' or "..".
+//   - A digest may be pasted as blake3:HEX; sha256:HEX is refused
+//     (schema_error) with a pointer to `mstore show --sha256`.
 //
 // Errors are classified with internal/errs: bad names are schema_error;
 // unknown names, tags, digests, and ambiguous digest prefixes are not_found

@@ -49,6 +49,9 @@ type Spec struct {
 //	DIGEST        a digest or a prefix of 8+ hex digits (lowercase)
 //	NAME~N        N moves back in NAME's history; NAME~ is NAME~1
 //
+// A DIGEST may also be written blake3:HEX, as people paste digests (see
+// pastedDigests).
+//
 // Malformed input is a schema_error. ParseSpec(s.String()) gives back s.
 func ParseSpec(s string) (Spec, error) {
 	bad := func(format string, args ...any) (Spec, error) {
@@ -56,6 +59,10 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	if s == "" {
 		return bad("empty (want NAME, NAME:TAG, NAME@DIGEST, DIGEST or NAME~N)")
+	}
+	s, err := pastedDigests(s)
+	if err != nil {
+		return Spec{}, err
 	}
 	if i := strings.IndexAny(s, "@:~"); i >= 0 {
 		name := s[:i]

@@ -40,6 +40,9 @@ type ServerOptions struct {
 	// QueueWait is how long a request waits for one of those before it is
 	// told to retry (503, Retry-After); zero means 10 s.
 	QueueWait time.Duration
+	// Web, when set, serves every GET outside /v1/ (serve's read-only web
+	// view), behind the same read token and request limit.
+	Web http.Handler
 }
 
 // Limits of one request.
@@ -80,6 +83,10 @@ func NewHandler(o ServerOptions) http.Handler {
 	mux.HandleFunc("GET /v1/tags", s.readable(s.getTag))
 	mux.HandleFunc("PUT /v1/tags", s.pushable(s.createTag))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if o.Web != nil && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") {
+			s.readable(o.Web.ServeHTTP)(w, r)
+			return
+		}
 		fail(w, errs.New(errs.NotFound, "serve", "no endpoint %s %s (this server speaks /v1/; see /v1/capabilities)", r.Method, r.URL.Path))
 	})
 	return s.limit(mux)
