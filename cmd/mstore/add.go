@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/archiver"
+	ocilayout "github.com/mstore/mstore/internal/layouts/oci"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/objects"
 )
@@ -43,7 +44,11 @@ var addCommand = &cli.Command{
 				return err
 			}
 		}
-		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
+		add := archiver.Add
+		if ocilayout.Detect(c.Args().First()) {
+			add = ocilayout.Add
+		}
+		res, err := add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 			Progress: e.progress("adding"), Limits: limits,
 		})

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	ocilayout "github.com/mstore/mstore/internal/layouts/oci"
 	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/internal/store"
 )
 
 var checkoutCommand = &cli.Command{
@@ -15,6 +20,7 @@ var checkoutCommand = &cli.Command{
 	ArgsUsage: "REF DEST",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "container to write (default: as added)"},
+		&cli.StringFlag{Name: "layout", Usage: "write the model in the layout another tool reads: oci (an OCI image layout holding a ModelPack artifact)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace DEST when it holds an earlier checkout from this store, unchanged since (nothing else is ever deleted)"},
 		&cli.StringSliceFlag{Name: "tensors", Usage: "only tensors whose names match this glob (repeat or comma-separate)"},
 		&cli.StringFlag{Name: "max-shard-size", Usage: "re-shard SafeTensors into files of at most this size (e.g. 5GB, 500MiB)"},
@@ -65,6 +71,9 @@ var checkoutCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
+		if l := c.String("layout"); l != "" {
+			return checkoutLayout(c, e, st, d, l, opts)
+		}
 		res, err := restorer.Checkout(c.Context, st, d, c.Args().Get(1), opts)
 		if err != nil {
 			return err
@@ -91,4 +100,24 @@ var checkoutCommand = &cli.Command{
 		e.printf("%s → %s: %d files, %s, %s\n", res.Digest.Short(), res.Dest, res.Files, humanBytes(res.Bytes), how)
 		return nil
 	},
+}
+
+// checkoutLayout writes version d in the layout named l.
+func checkoutLayout(c *cli.Context, e *env, st *store.Store, d objects.Digest, l string, opts restorer.Options) error {
+	if l != ocilayout.Name {
+		return usageError(fmt.Sprintf("--layout %q: the layouts are %s", l, ocilayout.Name))
+	}
+	o := ocilayout.CheckoutOptions{Restore: opts}
+	if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil {
+		o.Name, o.Tag = spec.Name, spec.Tag
+	}
+	res, err := ocilayout.Checkout(c.Context, st, d, c.Args().Get(1), o)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(res)
+	}
+	e.printf("%s → %s: OCI image layout, ModelPack artifact %s, %d files, %s\n", res.Digest.Short(), res.Dest, res.Manifest, res.Files, humanBytes(res.Bytes))
+	return nil
 }

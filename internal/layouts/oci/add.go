@@ -208,4 +208,3 @@ func untar(root *os.Root, r io.Reader, limit int64) error {
 		}
 	}
 }
-

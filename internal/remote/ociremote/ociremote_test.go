@@ -1,0 +1,180 @@
+package ociremote
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/remote/ociremote/ocitest"
+	"github.com/mstore/mstore/internal/remote/transfer"
+	"github.com/mstore/mstore/internal/store"
+	"github.com/mstore/mstore/internal/testmodel"
+)
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "store"), true, store.Options{LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// added returns a store holding a model built from spec, named name.
+func added(t *testing.T, st *store.Store, spec testmodel.Spec, name string) objects.Digest {
+	t.Helper()
+	files, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := testmodel.Write(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	res, err := archiver.Add(context.Background(), st, dir, archiver.Options{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Digest
+}
+
+func open(t *testing.T, u string, o Options) *Remote {
+	t.Helper()
+	r, err := Open(u, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func pull(t *testing.T, st *store.Store, u string, o Options, as string) (*transfer.Result, error) {
+	t.Helper()
+	return Pull(context.Background(), st, open(t, u, o), transfer.PullOptions{As: as})
+}
+
+// Push, pull, pull again (nothing moves), pull pinned by the manifest's
+// digest, push again (nothing moves), a tag that would move (conflict).
+func TestPushPull(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	ctx := context.Background()
+	src := newStore(t)
+	d := added(t, src, testmodel.Tiny, "tiny")
+	u := reg.URL("models/tiny:v1")
+	res, err := Push(ctx, src, open(t, u, Options{}), PushOptions{Version: "tiny"})
+	if err != nil || !res.TagCreated || res.BlobsMoved < 3 || res.Digest != d {
+		t.Fatalf("push: %+v, %v", res, err)
+	}
+	res, err = Push(ctx, src, open(t, u, Options{}), PushOptions{Version: "tiny"})
+	if err != nil || res.TagCreated || res.BlobsMoved != 0 {
+		t.Fatalf("push again: %+v, %v; want nothing moved", res, err)
+	}
+
+	dst := newStore(t)
+	res, err = pull(t, dst, u, Options{}, "")
+	if err != nil || res.Digest != d || res.BlobsMoved == 0 || !res.TagCreated || res.Name != "models/tiny" {
+		t.Fatalf("pull: %+v, %v", res, err)
+	}
+	res, err = pull(t, dst, u, Options{}, "")
+	if err != nil || res.Digest != d || res.BlobsMoved != 0 || res.BytesMoved != 0 {
+		t.Fatalf("pull again: %+v, %v; want nothing moved", res, err)
+	}
+
+	r := open(t, u, Options{})
+	desc, err := r.repo.Resolve(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = pull(t, newStore(t), reg.URL("models/tiny@"+desc.Digest.String()), Options{}, "pinned")
+	if err != nil || res.Digest != d || res.Name != "pinned" || res.Tag != "" {
+		t.Fatalf("pinned pull: %+v, %v", res, err)
+	}
+	absent := "sha256:" + objects.Sum([]byte("absent")).String()
+	if _, err := pull(t, newStore(t), reg.URL("models/tiny@"+absent), Options{}, ""); errs.ClassOf(err) != errs.NotFound {
+		t.Fatalf("pull of an absent digest: %v, want not_found", err)
+	}
+	if _, err := pull(t, newStore(t), reg.URL("models/tiny:nope"), Options{}, ""); errs.ClassOf(err) != errs.NotFound {
+		t.Fatalf("pull of an absent tag: %v, want not_found", err)
+	}
+
+	other := testmodel.Tiny
+	other.Seed = 2
+	added(t, src, other, "tiny")
+	if _, err := Push(ctx, src, open(t, u, Options{}), PushOptions{Version: "tiny"}); errs.ClassOf(err) != errs.Conflict {
+		t.Fatalf("push of another version to the tag: %v, want conflict", err)
+	}
+	if _, err := Push(ctx, src, open(t, reg.URL("models/tiny"), Options{}), PushOptions{Version: "tiny"}); errs.ClassOf(err) != errs.SchemaError {
+		t.Fatalf("push without a tag: %v, want schema_error", err)
+	}
+	// The second version shares the first's config.json and more: only
+	// the layers the registry lacks move, and a mount from the first
+	// repository moves no layer at all.
+	res, err = Push(ctx, src, open(t, u[:len(u)-1]+"2", Options{}), PushOptions{Version: "tiny"})
+	if err != nil || res.BlobsPresent == 0 {
+		t.Fatalf("push of v2: %+v, %v; want the shared layers skipped", res, err)
+	}
+	res, err = Push(ctx, src, open(t, reg.URL("mirror/tiny:v2"), Options{}), PushOptions{Version: "tiny", MountFrom: []string{"models/tiny"}})
+	if err != nil || res.BlobsMoved > 3 {
+		t.Fatalf("push with a mount: %+v, %v; want only config, map and manifest sent", res, err)
+	}
+}
+
+// Behind auth: no credentials is unauthorized (push and pull); flags and a
+// docker config.json both work.
+func TestAuth(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{Auth: true})
+	ctx := context.Background()
+	src := newStore(t)
+	d := added(t, src, testmodel.Tiny, "tiny")
+	u := reg.URL("models/tiny:v1")
+	none := Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")}
+	if _, err := Push(ctx, src, open(t, u, none), PushOptions{Version: "tiny"}); errs.ClassOf(err) != errs.Unauthorized {
+		t.Fatalf("push without credentials: %v, want unauthorized", err)
+	}
+	wrong := Options{Username: reg.User, Password: "wrong"}
+	if _, err := Push(ctx, src, open(t, u, wrong), PushOptions{Version: "tiny"}); errs.ClassOf(err) != errs.Unauthorized {
+		t.Fatalf("push with a wrong password: %v, want unauthorized", err)
+	}
+	if _, err := Push(ctx, src, open(t, u, Options{Username: reg.User, Password: reg.Password}), PushOptions{Version: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pull(t, newStore(t), u, none, ""); errs.ClassOf(err) != errs.Unauthorized {
+		t.Fatalf("pull without credentials: %v, want unauthorized", err)
+	}
+	res, err := pull(t, newStore(t), u, Options{DockerConfig: reg.DockerConfig(t)}, "")
+	if err != nil || res.Digest != d {
+		t.Fatalf("pull with the docker config: %+v, %v", res, err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	good := map[string]Ref{
+		"oci://h:5000/a/b:v1":                     {Host: "h:5000", Repo: "a/b", Tag: "v1"},
+		"oci://h/a":                               {Host: "h", Repo: "a"},
+		"oci://h/a@sha256:" + sha("x"):            {Host: "h", Repo: "a", Digest: digest.FromString("x")},
+		"oci://[::1]:5000/a-b/c.d_e:1.0-rc":       {Host: "[::1]:5000", Repo: "a-b/c.d_e", Tag: "1.0-rc"},
+		"oci://h/a:t@sha256:" + sha("y"):          {Host: "h", Repo: "a", Tag: "t", Digest: digest.FromString("y")},
+		"oci://registry.example.com/org/model:v2": {Host: "registry.example.com", Repo: "org/model", Tag: "v2"},
+	}
+	for u, want := range good {
+		got, err := Parse(u)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", u, got, err, want)
+		}
+	}
+	for _, u := range []string{"oci://h", "oci:///a", "oci://h/A", "oci://h/a/../b", "oci://h/a:", "oci://h/a:-x", "oci://h/a@md5:00",
+		"oci://u:p@h/a", "oci://h/a@sha256:abc", "http://h/a", "oci://h/a//b", "oci://h/.a"} {
+		if _, err := Parse(u); errs.ClassOf(err) != errs.SchemaError {
+			t.Errorf("Parse(%q): %v, want schema_error", u, err)
+		}
+	}
+}
+
+func sha(s string) string {
+	return digest.FromString(s).Encoded()
+}
