@@ -178,3 +178,29 @@ func TestParse(t *testing.T) {
 func sha(s string) string {
 	return digest.FromString(s).Encoded()
 }
+
+// Behind token auth (WWW-Authenticate: Bearer realm=…, service, scope): the
+// token flow with the account's credentials works; without them the
+// anonymous token grants nothing and the push is unauthorized.
+func TestTokenFlow(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{Token: true})
+	ctx := context.Background()
+	src := newStore(t)
+	d := added(t, src, testmodel.Tiny, "tiny")
+	u := reg.URL("models/tiny:v1")
+	none := Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")}
+	if _, err := Push(ctx, src, open(t, u, none), PushOptions{Version: "tiny"}); errs.ClassOf(err) != errs.Unauthorized {
+		t.Fatalf("push without credentials: %v, want unauthorized", err)
+	}
+	creds := Options{Username: reg.User, Password: reg.Password}
+	if _, err := Push(ctx, src, open(t, u, creds), PushOptions{Version: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pull(t, newStore(t), u, Options{DockerConfig: reg.DockerConfig(t)}, "")
+	if err != nil || res.Digest != d {
+		t.Fatalf("pull with a token: %+v, %v", res, err)
+	}
+	if _, err := pull(t, newStore(t), u, none, ""); errs.ClassOf(err) != errs.Unauthorized {
+		t.Fatalf("pull without credentials: %v, want unauthorized", err)
+	}
+}

@@ -30,6 +30,10 @@ type Registry struct {
 type Options struct {
 	// Auth puts it behind htpasswd basic auth, one account.
 	Auth bool
+	// Token puts it behind distribution's token auth instead: a token
+	// service on 127.0.0.1 (WWW-Authenticate: Bearer realm=…) that grants
+	// the one account what it asks.
+	Token bool
 }
 
 // Start starts a registry for the test, or skips the test without it.
@@ -42,6 +46,10 @@ func Start(t testing.TB, o Options) *Registry {
 	dir := t.TempDir()
 	r := &Registry{}
 	auth := ""
+	if o.Token {
+		r.User, r.Password = "mstore", "t0ken-pass"
+		auth = startTokenServer(t, dir, r.User, r.Password).config()
+	}
 	if o.Auth {
 		r.User, r.Password = "mstore", "s3cret-pass"
 		h, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
