@@ -150,20 +150,27 @@ func readAll(rc io.ReadCloser, limit int64, what string) ([]byte, error) {
 
 // fetchArtifact reads and checks the manifest reference names.
 func (r *Remote) fetchArtifact(ctx context.Context, reference string) (*modelpack.Artifact, ocispec.Descriptor, error) {
+	a, desc, _, err := r.fetchManifest(ctx, reference)
+	return a, desc, err
+}
+
+// fetchManifest is fetchArtifact, also returning the manifest's bytes.
+func (r *Remote) fetchManifest(ctx context.Context, reference string) (*modelpack.Artifact, ocispec.Descriptor, []byte, error) {
 	desc, rc, err := r.repo.FetchReference(ctx, reference)
 	if err != nil {
-		return nil, desc, classify(err, "%s:%s", r.where(), reference)
+		return nil, desc, nil, classify(err, "%s:%s", r.where(), reference)
 	}
 	b, err := readAll(rc, modelpack.MaxDocumentBytes, "the OCI manifest")
 	if err != nil {
-		return nil, desc, classify(err, "read the manifest %s", reference)
+		return nil, desc, nil, classify(err, "read the manifest %s", reference)
 	}
 	got := digest.FromBytes(b)
 	if got != desc.Digest || (r.ref.Digest != "" && reference == r.ref.Digest.String() && got != r.ref.Digest) {
-		return nil, desc, errs.New(errs.IntegrityError, pkg, "%s:%s: the manifest hashes to %s, the registry said %s", r.where(), reference, got, desc.Digest)
+		return nil, desc, nil, errs.New(errs.IntegrityError, pkg, "%s:%s: the manifest hashes to %s, the registry said %s", r.where(), reference, got, desc.Digest)
 	}
+	desc.Size, desc.MediaType = int64(len(b)), ocispec.MediaTypeImageManifest
 	a, err := modelpack.Parse(b)
-	return a, desc, err
+	return a, desc, b, err
 }
 
 // fetchBlob reads a whole small blob and checks it against desc.
@@ -185,6 +192,10 @@ func (r *Remote) fetchBlob(ctx context.Context, desc ocispec.Descriptor, limit i
 	return b, nil
 }
 
+// errForeign is the artifact of another tool: no map, taken in by Pull
+// file by file (foreign.go).
+var errForeign = errs.New(errs.SchemaError, pkg, "a ModelPack artifact without mstore's map layer (another tool pushed it): pull it as a whole with `mstore pull`")
+
 // source resolves a registry reference to the mstore version it holds.
 func (r *Remote) source(ctx context.Context, reference string) (*modelpack.Source, error) {
 	r.mu.Lock()
@@ -198,7 +209,7 @@ func (r *Remote) source(ctx context.Context, reference string) (*modelpack.Sourc
 		return nil, err
 	}
 	if a.Map == nil {
-		return nil, errs.New(errs.SchemaError, pkg, "%s:%s is a ModelPack artifact without mstore's map layer (another tool pushed it): copy it to a layout (`oras copy --to-oci-layout`), then `mstore add` that directory", r.where(), reference)
+		return nil, errForeign
 	}
 	mb, err := r.fetchBlob(ctx, *a.Map, modelpack.MaxMapBytes)
 	if err != nil {

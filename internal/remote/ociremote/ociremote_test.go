@@ -1,15 +1,20 @@
 package ociremote
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote/ociremote/ocitest"
 	"github.com/mstore/mstore/internal/remote/transfer"
@@ -202,5 +207,46 @@ func TestTokenFlow(t *testing.T) {
 	}
 	if _, err := pull(t, newStore(t), u, none, ""); errs.ClassOf(err) != errs.Unauthorized {
 		t.Fatalf("pull without credentials: %v, want unauthorized", err)
+	}
+}
+
+// An artifact another tool pushed (raw layers, no mstore map; pushed here
+// with oras-go as ORAS would) is pulled whole and added: the same version
+// as adding the model directory.
+func TestPullForeignArtifact(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	ctx := context.Background()
+	files, err := testmodel.Tiny.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := added(t, newStore(t), testmodel.Tiny, "tiny")
+	r := open(t, reg.URL("kit/tiny:v1"), Options{})
+	push := func(mt string, b []byte, ann map[string]string) ocispec.Descriptor {
+		d := ocispec.Descriptor{MediaType: mt, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}
+		if err := r.repo.Push(ctx, d, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	man := ocispec.Manifest{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: modelpack.ArtifactType,
+		Config: push(modelpack.MediaTypeConfig, []byte(`{"descriptor":{"name":"tiny"},"modelfs":{"type":"layers","diffIds":[]},"config":{}}`), nil)}
+	man.SchemaVersion = 2
+	var paths []string
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		man.Layers = append(man.Layers, push(modelpack.MediaTypeWeight, files[p], map[string]string{modelpack.AnnotationFilepath: p}))
+	}
+	mb, _ := json.Marshal(man)
+	md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(mb), Size: int64(len(mb))}
+	if err := r.repo.PushReference(ctx, md, bytes.NewReader(mb), "v1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pull(t, newStore(t), reg.URL("kit/tiny:v1"), Options{}, "")
+	if err != nil || res.Digest != want || res.Name != "kit/tiny" || res.Tag != "v1" || res.BlobsMoved != len(files)+1 {
+		t.Fatalf("pull of a foreign artifact: %+v, %v; want %s", res, err, want)
 	}
 }

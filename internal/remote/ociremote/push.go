@@ -83,7 +83,7 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 	}
 	for i, f := range m.Files {
 		g.Go(func() error {
-			open := func() io.Reader { return newFileReader(st, m, &m.Files[i], recs) }
+			open := func() io.ReadCloser { return newFileReader(st, m, &m.Files[i], recs) }
 			sum, err := sha256Of(open())
 			if err != nil {
 				return err
@@ -114,7 +114,7 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 		return nil, err
 	}
 	for _, b := range []modelpack.Blob{cfg, mp} {
-		up, err := r.putBlob(ctx, b.Desc, func() io.Reader { return bytes.NewReader(b.Data) }, nil)
+		up, err := r.putBlob(ctx, b.Desc, func() io.ReadCloser { return io.NopCloser(bytes.NewReader(b.Data)) }, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +159,7 @@ func (r *Remote) checkTag(ctx context.Context, tag string, d objects.Digest) (sa
 // putBlob uploads a blob the registry lacks (HEAD first; a mount from
 // another repository when one is named); uploaded is false when nothing
 // was sent. The registry checks the digest of what it receives.
-func (r *Remote) putBlob(ctx context.Context, desc ocispec.Descriptor, open func() io.Reader, mountFrom []string) (uploaded bool, err error) {
+func (r *Remote) putBlob(ctx context.Context, desc ocispec.Descriptor, open func() io.ReadCloser, mountFrom []string) (uploaded bool, err error) {
 	has, err := r.repo.Exists(ctx, desc)
 	if err != nil {
 		return false, classify(err, "ask %s for blob %s", r.where(), desc.Digest)
@@ -171,7 +171,7 @@ func (r *Remote) putBlob(ctx context.Context, desc ocispec.Descriptor, open func
 		sent := false
 		err := r.repo.Mount(ctx, desc, from, func() (io.ReadCloser, error) {
 			sent = true
-			return io.NopCloser(open()), nil
+			return open(), nil // oras closes it
 		})
 		if err == nil {
 			return sent, nil
@@ -181,13 +181,16 @@ func (r *Remote) putBlob(ctx context.Context, desc ocispec.Descriptor, open func
 		}
 		return true, classify(err, "upload blob %s to %s", desc.Digest, r.where())
 	}
-	if err := r.repo.Push(ctx, desc, open()); err != nil {
+	rd := open()
+	defer rd.Close()
+	if err := r.repo.Push(ctx, desc, rd); err != nil {
 		return true, classify(err, "upload blob %s to %s", desc.Digest, r.where())
 	}
 	return true, nil
 }
 
-func sha256Of(rd io.Reader) (digest.Digest, error) {
+func sha256Of(rd io.ReadCloser) (digest.Digest, error) {
+	defer rd.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, rd); err != nil {
 		return "", err
@@ -233,13 +236,20 @@ func newFileReader(st *store.Store, m *objects.Manifest, f *objects.File, recs m
 
 var zeroBlock = make([]byte, 64<<10)
 
+// Close releases the store files the reader holds open.
+func (fr *fileReader) Close() error {
+	if fr.err == nil {
+		fr.err = io.ErrClosedPipe
+	}
+	return fr.rd.Close()
+}
+
 func (fr *fileReader) Read(p []byte) (int, error) {
 	for len(fr.cur) == 0 {
 		if fr.err != nil {
 			return 0, fr.err
 		}
 		if len(fr.parts) == 0 {
-			fr.rd.Close()
 			fr.err = io.EOF
 			return 0, io.EOF
 		}
@@ -268,18 +278,4 @@ func (fr *fileReader) Read(p []byte) (int, error) {
 	n := copy(p, fr.cur)
 	fr.cur = fr.cur[n:]
 	return n, nil
-}
-
-// Pull takes in the version the URL names, as transfer.Pull does from any
-// remote, under the repository's name (or po.As): REPO:TAG also records
-// the tag locally; a pinned digest or no tag moves only the ref.
-func Pull(ctx context.Context, st *store.Store, r *Remote, po transfer.PullOptions) (*transfer.Result, error) {
-	po.Version = r.ref.Repo
-	if r.ref.Tag != "" && r.ref.Digest == "" {
-		po.Version += ":" + r.ref.Tag
-	}
-	if po.RemoteName == "" {
-		po.RemoteName = r.ref.String()
-	}
-	return transfer.Pull(ctx, st, r, po)
 }
