@@ -172,7 +172,7 @@ func ConfigName(b []byte) string {
 // CheckDescriptor refuses a descriptor whose digest is not a well-formed
 // sha256 or whose size is out of bounds.
 func CheckDescriptor(d ocispec.Descriptor, limit int64, what string) error {
-	if d.Digest.Algorithm() != digest.SHA256 || d.Digest.Validate() != nil {
+	if d.Digest.Validate() != nil || d.Digest.Algorithm() != digest.SHA256 { // Algorithm panics on a malformed digest
 		return errs.New(errs.SchemaError, pkg, "%s: digest %q is not a sha256 digest", what, d.Digest)
 	}
 	if d.Size < 0 || d.Size > limit {
