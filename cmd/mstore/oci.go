@@ -20,6 +20,15 @@ var ociFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "plain-http", Usage: "oci://: speak http:// to the registry (always on for a loopback host)"},
 }
 
+// openOCI opens the registry of an oci:// URL with the flags' options.
+func openOCI(c *cli.Context, u string) (*ociremote.Remote, error) {
+	o, err := ociOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	return ociremote.Open(u, o)
+}
+
 func ociOptions(c *cli.Context) (ociremote.Options, error) {
 	o := ociremote.Options{Username: c.String("username"), DockerConfig: c.String("docker-config"),
 		PlainHTTP: c.Bool("plain-http"), Timeout: c.Duration("timeout")}
@@ -41,11 +50,7 @@ func pullOCI(c *cli.Context, e *env, st *store.Store, u string) error {
 	if c.NArg() != 1 {
 		return usageError("pull oci://HOST/REPO[:TAG|@sha256:DIGEST] takes the version in the URL, no other argument")
 	}
-	o, err := ociOptions(c)
-	if err != nil {
-		return err
-	}
-	r, err := ociremote.Open(u, o)
+	r, err := openOCI(c, u)
 	if err != nil {
 		return err
 	}
@@ -59,11 +64,7 @@ func pullOCI(c *cli.Context, e *env, st *store.Store, u string) error {
 
 // pushOCI is `mstore push oci://HOST/REPO:TAG REF`.
 func pushOCI(c *cli.Context, e *env, st *store.Store, u string) error {
-	o, err := ociOptions(c)
-	if err != nil {
-		return err
-	}
-	r, err := ociremote.Open(u, o)
+	r, err := openOCI(c, u)
 	if err != nil {
 		return err
 	}
