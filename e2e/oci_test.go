@@ -29,6 +29,7 @@ func TestOCILayoutRoundTrip(t *testing.T) {
 	}
 	a.fail("conflict", "checkout", "llm", out, "--layout", "oci")
 	a.fail("schema_error", "checkout", "llm", filepath.Join(t.TempDir(), "x"), "--layout", "nope")
+	a.fail("schema_error", "checkout", "llm", filepath.Join(t.TempDir(), "y"), "--layout", "oci", "--format", "gguf")
 
 	var idx struct {
 		Manifests []struct{ Digest string } `json:"manifests"`

@@ -107,7 +107,12 @@ func checkoutLayout(c *cli.Context, e *env, st *store.Store, d objects.Digest, l
 	if l != ocilayout.Name {
 		return usageError(fmt.Sprintf("--layout %q: the layouts are %s", l, ocilayout.Name))
 	}
-	o := ocilayout.CheckoutOptions{Restore: opts}
+	for _, f := range c.Command.Flags {
+		if n := f.Names()[0]; n != "layout" && n != "force" && c.IsSet(n) {
+			return usageError(fmt.Sprintf("--layout %s writes the version as it was added; --%s is not taken with it (check out the converted model, add it, then write that)", l, n))
+		}
+	}
+	o := ocilayout.CheckoutOptions{Force: opts.Force, Progress: opts.Progress}
 	if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil {
 		o.Name, o.Tag = spec.Name, spec.Tag
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
-	"github.com/mstore/mstore/internal/restorer"
+	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/internal/store"
 )
 
@@ -25,9 +25,9 @@ type CheckoutOptions struct {
 	// Name is the model's name in its config; Tag, if set, names the
 	// manifest in index.json (org.opencontainers.image.ref.name).
 	Name, Tag string
-	// Restore are the restorer's options (format options apply: the
-	// layout holds the files they give). Force is refused.
-	Restore restorer.Options
+	// Force is refused: a layout replaces no destination.
+	Force    bool
+	Progress progress.Reporter
 }
 
 // Result describes a written layout.
@@ -41,21 +41,37 @@ type Result struct {
 }
 
 // Checkout writes version d of st as an OCI image layout at dest, which
-// must not exist or be an empty directory.
+// must not exist or be an empty directory. Each file is streamed out of
+// the store (every blob verified), its BLAKE3 checked against the manifest
+// and its sha256 computed on the way, into a temp tree beside dest that
+// is synced and renamed into place.
 func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest string, o CheckoutOptions) (*Result, error) {
-	if o.Restore.Force {
+	if o.Force {
 		return nil, errs.New(errs.Conflict, pkg, "--force is not taken with --layout oci: choose a new destination")
-	}
-	if o.Restore.Format != "" || o.Restore.MaxShardSize > 0 || len(o.Restore.Tensors) > 0 || o.Restore.DType != "" {
-		// The layout holds other files than the version's: no map (its
-		// files would not be the mstore manifest's).
-		return nil, errs.New(errs.LossyConversion, pkg, "--layout oci writes the version as added (its map layer names the version's own files); check out the converted model, add it, then write that")
 	}
 	dest, err := filepath.Abs(dest)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkEmpty(dest); err != nil {
+		return nil, err
+	}
+	lock, err := st.Lock(store.LockShared, 0) // gc waits until the blobs are read
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	var m *objects.Manifest
+	var enc []byte
+	var recs map[objects.Digest]store.BlobRecord
+	if err := st.View(func(tx *bolt.Tx) (err error) {
+		if m, err = store.Manifest(tx, d); err != nil {
+			return err
+		}
+		enc = store.ManifestBytes(tx, d)
+		recs, err = store.Records(tx, m.Blobs())
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
@@ -66,31 +82,28 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer os.RemoveAll(tmp) // only the temp tree this checkout made
-	model := filepath.Join(tmp, "model")
-	if _, err := restorer.Checkout(ctx, st, d, model, o.Restore); err != nil {
-		return nil, err
-	}
-	var m *objects.Manifest
-	var enc []byte
-	if err := st.View(func(tx *bolt.Tx) (err error) {
-		m, err = store.Manifest(tx, d)
-		enc = store.ManifestBytes(tx, d)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	out := filepath.Join(tmp, "layout")
-	blobs := filepath.Join(out, ocispec.ImageBlobsDir, "sha256")
+	blobs := filepath.Join(tmp, ocispec.ImageBlobsDir, "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
 	}
+	if o.Progress != nil {
+		o.Progress.Start(m.LogicalBytes())
+		defer o.Progress.Finish()
+	}
 	files := make([]modelpack.File, len(m.Files))
-	for i, f := range m.Files {
-		sum, err := moveToBlob(filepath.Join(model, filepath.FromSlash(f.Path)), blobs)
+	for i := range m.Files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f := &m.Files[i]
+		sum, err := writeFileBlob(st, m, f, recs, blobs)
 		if err != nil {
 			return nil, err
 		}
 		files[i] = modelpack.File{Path: f.Path, Size: f.Size, SHA256: sum, Digest: f.Digest}
+		if o.Progress != nil {
+			o.Progress.Add(f.Size)
+		}
 	}
 	cfg, mp, man, err := modelpack.Build(o.Name, d, m, enc, files)
 	if err != nil {
@@ -111,24 +124,51 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(out, ocispec.ImageIndexFile), ib); err != nil {
+	if err := writeSynced(filepath.Join(tmp, ocispec.ImageIndexFile), ib); err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(out, ocispec.ImageLayoutFile), []byte(layoutFile)); err != nil {
+	if err := writeSynced(filepath.Join(tmp, ocispec.ImageLayoutFile), []byte(layoutFile)); err != nil {
 		return nil, err
 	}
-	for _, dir := range []string{blobs, filepath.Dir(blobs), out} {
+	for _, dir := range []string{blobs, filepath.Dir(blobs), tmp} {
 		if err := syncDir(dir); err != nil {
 			return nil, err
 		}
 	}
-	if err := os.Rename(out, dest); err != nil { // an empty dest directory is replaced
+	if err := os.Rename(tmp, dest); err != nil { // an empty dest directory is replaced
 		return nil, errs.Wrap(errs.Conflict, pkg, err, "%s appeared meanwhile", dest)
 	}
 	if err := syncDir(filepath.Dir(dest)); err != nil {
 		return nil, err
 	}
 	return &Result{Digest: d, Dest: dest, Layout: Name, Manifest: man.Desc.Digest, Files: len(m.Files), Bytes: m.LogicalBytes()}, nil
+}
+
+// writeFileBlob streams file f into blobs under its sha256, checking its
+// size and BLAKE3 against the manifest; a file whose bytes are there
+// already (the same bytes under two paths) is written once.
+func writeFileBlob(st *store.Store, m *objects.Manifest, f *objects.File, recs map[objects.Digest]store.BlobRecord, blobs string) (digest.Digest, error) {
+	out, err := os.CreateTemp(blobs, ".file-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(out.Name()) // gone once renamed
+	defer out.Close()
+	in := OpenFile(st, m, f, recs)
+	defer in.Close()
+	sh, bh := sha256.New(), objects.NewHasher()
+	n, err := io.Copy(io.MultiWriter(out, sh, bh), in)
+	if err != nil {
+		return "", err
+	}
+	if n != f.Size || bh.Digest() != f.Digest {
+		return "", errs.New(errs.IntegrityError, pkg, "%s: rebuilt %d bytes hashing to %s, the manifest says %d bytes, %s", f.Path, n, bh.Digest().Short(), f.Size, f.Digest.Short())
+	}
+	if err := out.Sync(); err != nil {
+		return "", err
+	}
+	sum := digest.NewDigest(digest.SHA256, sh)
+	return sum, os.Rename(out.Name(), filepath.Join(blobs, sum.Encoded()))
 }
 
 // checkEmpty refuses a destination that exists and is not an empty
@@ -142,27 +182,6 @@ func checkEmpty(dest string) error {
 		return errs.New(errs.Conflict, pkg, "%s exists and is not an empty directory; choose a new destination", dest)
 	}
 	return nil
-}
-
-// moveToBlob hashes the restored file p and renames it to its sha256 name
-// under blobs; a file whose bytes are there already is dropped.
-func moveToBlob(p, blobs string) (digest.Digest, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return "", err
-	}
-	sum := digest.NewDigest(digest.SHA256, h)
-	to := filepath.Join(blobs, sum.Encoded())
-	if _, err := os.Lstat(to); err == nil {
-		return sum, os.Remove(p)
-	}
-	return sum, os.Rename(p, to)
 }
 
 // writeSynced writes b to a new file p and syncs it.
