@@ -66,7 +66,10 @@ func Add(ctx context.Context, st *store.Store, dir string, o archiver.Options) (
 	if o.Tag != "" {
 		version += ":" + o.Tag
 	}
-	res, err := transfer.Pull(ctx, st, src, transfer.PullOptions{Version: version, RemoteName: dir, Progress: o.Progress})
+	if o.Message == "" {
+		o.Message = "add of the OCI layout " + dir
+	}
+	res, err := transfer.Pull(ctx, st, src, transfer.PullOptions{Version: version, RemoteName: dir, Message: o.Message, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -13,11 +13,13 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
 )
@@ -122,10 +124,18 @@ func TestExportReimportSameDigest(t *testing.T) {
 	if maps != 1 || !equal(paths, want) {
 		t.Fatalf("layers %v (+%d maps), want %v", paths, maps, want)
 	}
-	res, err := add(t, newStore(t), out)
-	if err != nil || res.Digest != d {
+	other := newStore(t)
+	res, err := Add(context.Background(), other, out, archiver.Options{Name: "tiny", Tag: "v1", Message: "from the layout"})
+	if err != nil || res.Digest != d || res.Tag != "v1" {
 		t.Fatalf("re-import into a new store: %+v, %v; want %s", res, err, d)
 	}
+	other.View(func(tx *bolt.Tx) error {
+		h, err := refs.History(tx, "tiny")
+		if err != nil || len(h) != 1 || h[0].Message != "from the layout" {
+			t.Errorf("history %+v, %v: want the add's message", h, err)
+		}
+		return nil
+	})
 	res, err = add(t, st, out)
 	if err != nil || res.Digest != d || res.NewBlobs != 0 || res.NewBytes != 0 {
 		t.Fatalf("re-import into the same store: %+v, %v", res, err)

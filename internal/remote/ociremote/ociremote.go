@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/errcode"
+	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
@@ -78,7 +79,9 @@ func Open(u string, o Options) (*Remote, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = timeout
-	repo.Client = &auth.Client{Client: &http.Client{Transport: tr}, Cache: auth.NewCache(), Credential: cred,
+	// oras's retry transport retries 429s, 5xxs and dropped connections
+	// with backoff, a request with a body only when it can be replayed.
+	repo.Client = &auth.Client{Client: &http.Client{Transport: retry.NewTransport(tr)}, Cache: auth.NewCache(), Credential: cred,
 		Header: http.Header{"User-Agent": {"mstore"}}}
 	scheme := "https"
 	if repo.PlainHTTP {
