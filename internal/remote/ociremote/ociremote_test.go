@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -11,11 +12,13 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/remote/ociremote/ocitest"
 	"github.com/mstore/mstore/internal/remote/transfer"
 	"github.com/mstore/mstore/internal/store"
@@ -249,4 +252,43 @@ func TestPullForeignArtifact(t *testing.T) {
 	if err != nil || res.Digest != want || res.Name != "kit/tiny" || res.Tag != "v1" || res.BlobsMoved != len(files)+1 {
 		t.Fatalf("pull of a foreign artifact: %+v, %v; want %s", res, err, want)
 	}
+}
+
+// A registry whose stored layer no longer matches: the pull, reading
+// chunks by range, finds it (integrity_error) and records nothing.
+func TestPullFromADamagedRegistry(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	ctx := context.Background()
+	src := newStore(t)
+	added(t, src, testmodel.Tiny, "tiny")
+	u := reg.URL("models/tiny:v1")
+	if _, err := Push(ctx, src, open(t, u, Options{}), PushOptions{Version: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := open(t, u, Options{}).fetchArtifact(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := reg.BlobFile(a.Layers[0].Desc.Digest.String())
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := newStore(t)
+	if _, err := pull(t, dst, u, Options{}, ""); errs.ClassOf(err) != errs.IntegrityError {
+		t.Fatalf("pull of a damaged layer: %v, want integrity_error", err)
+	}
+	if _, err := pull(t, dst, u, Options{}, ""); errs.ClassOf(err) != errs.IntegrityError {
+		t.Fatalf("pull again: %v, want integrity_error", err)
+	}
+	dst.View(func(tx *bolt.Tx) error {
+		if _, err := refs.Current(tx, "models/tiny"); errs.ClassOf(err) != errs.NotFound {
+			t.Errorf("after a failed pull the ref is there: %v", err)
+		}
+		return nil
+	})
 }

@@ -22,8 +22,10 @@ type Registry struct {
 	Host string // 127.0.0.1:PORT
 	// User and Password are the one account of a registry with auth.
 	User, Password string
-	cmd            *exec.Cmd
-	log            *bytes.Buffer
+	// Dir is the registry's storage (filesystem driver).
+	Dir string
+	cmd *exec.Cmd
+	log *bytes.Buffer
 }
 
 // Options say how to start the registry.
@@ -44,7 +46,7 @@ func Start(t testing.TB, o Options) *Registry {
 		testenv.Missing(t, "docker-registry is not installed (Debian: apt-get install docker-registry; .ci/run installs it)")
 	}
 	dir := t.TempDir()
-	r := &Registry{}
+	r := &Registry{Dir: filepath.Join(dir, "data")}
 	auth := ""
 	if o.Token {
 		r.User, r.Password = "mstore", "t0ken-pass"
@@ -72,7 +74,7 @@ func Start(t testing.TB, o Options) *Registry {
 		r.Host = l.Addr().String()
 		l.Close()
 		cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s",
-			filepath.Join(dir, "data"), r.Host, auth)
+			r.Dir, r.Host, auth)
 		cfgPath := filepath.Join(dir, "config.yml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
@@ -128,4 +130,10 @@ func (r *Registry) DockerConfig(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// BlobFile is where the registry keeps blob d (sha256:HEX), to damage it.
+func (r *Registry) BlobFile(d string) string {
+	hex := d[len("sha256:"):]
+	return filepath.Join(r.Dir, "docker", "registry", "v2", "blobs", "sha256", hex[:2], hex, "data")
 }
