@@ -82,6 +82,9 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer os.RemoveAll(tmp) // only the temp tree this checkout made
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700: it becomes dest
+		return nil, err
+	}
 	blobs := filepath.Join(tmp, ocispec.ImageBlobsDir, "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
@@ -163,6 +166,9 @@ func writeFileBlob(st *store.Store, m *objects.Manifest, f *objects.File, recs m
 	}
 	if n != f.Size || bh.Digest() != f.Digest {
 		return "", errs.New(errs.IntegrityError, pkg, "%s: rebuilt %d bytes hashing to %s, the manifest says %d bytes, %s", f.Path, n, bh.Digest().Short(), f.Size, f.Digest.Short())
+	}
+	if err := out.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return "", err
 	}
 	if err := out.Sync(); err != nil {
 		return "", err

@@ -100,6 +100,11 @@ func artifactOf(t *testing.T, dir string) (ocispec.Manifest, string) {
 func TestExportReimportSameDigest(t *testing.T) {
 	st, d, out := exported(t)
 	m, _ := artifactOf(t, out)
+	for _, p := range []string{out, filepath.Join(out, "blobs", "sha256", m.Layers[0].Digest.Encoded())} {
+		if info, err := os.Stat(p); err != nil || info.Mode().Perm()&0o044 != 0o044 {
+			t.Errorf("%s: %v, %v; want readable by all, as a checkout is", p, info.Mode(), err)
+		}
+	}
 	if m.ArtifactType != modelpack.ArtifactType || m.Config.MediaType != modelpack.MediaTypeConfig {
 		t.Fatalf("artifactType %q, config %q", m.ArtifactType, m.Config.MediaType)
 	}
