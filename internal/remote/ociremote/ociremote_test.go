@@ -13,9 +13,12 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	bolt "go.etcd.io/bbolt"
+	"oras.land/oras-go/v2"
+	orasoci "oras.land/oras-go/v2/content/oci"
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	ocilayout "github.com/mstore/mstore/internal/layouts/oci"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/refs"
@@ -291,4 +294,47 @@ func TestPullFromADamagedRegistry(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// ORAS reads and writes what mstore does: a layout mstore wrote, copied
+// to the registry by oras-go, pulls back as the same version; a version
+// mstore pushed, copied by oras-go into a layout of its own, adds back as
+// the same version.
+func TestORASInterop(t *testing.T) {
+	reg := ocitest.Start(t, ocitest.Options{})
+	ctx := context.Background()
+	src := newStore(t)
+	d := added(t, src, testmodel.Tiny, "tiny")
+
+	lay := filepath.Join(t.TempDir(), "layout")
+	if _, err := ocilayout.Checkout(ctx, src, d, lay, ocilayout.CheckoutOptions{Name: "tiny", Tag: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	ros, err := orasoci.NewFromFS(ctx, os.DirFS(lay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := open(t, reg.URL("copied/tiny:v1"), Options{})
+	if _, err := oras.Copy(ctx, ros, "v1", copied.repo, "v1", oras.DefaultCopyOptions); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := pull(t, newStore(t), reg.URL("copied/tiny:v1"), Options{}, ""); err != nil || res.Digest != d {
+		t.Fatalf("pull of what oras copied: %+v, %v; want %s", res, err, d)
+	}
+
+	if _, err := Push(ctx, src, open(t, reg.URL("models/tiny:v1"), Options{}), PushOptions{Version: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "oras-layout")
+	dst, err := orasoci.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oras.Copy(ctx, open(t, reg.URL("models/tiny:v1"), Options{}).repo, "v1", dst, "v1", oras.DefaultCopyOptions); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ocilayout.Add(ctx, newStore(t), dir, archiver.Options{Name: "tiny"})
+	if err != nil || res.Digest != d {
+		t.Fatalf("add of the layout oras wrote: %+v, %v; want %s", res, err, d)
+	}
 }
