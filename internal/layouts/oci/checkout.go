@@ -81,7 +81,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp) // only the temp tree this checkout made
+	defer os.RemoveAll(tmp)                      // only the temp tree this checkout made
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700: it becomes dest
 		return nil, err
 	}
