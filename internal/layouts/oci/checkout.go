@@ -81,8 +81,9 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)                      // only the temp tree this checkout made
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700: it becomes dest
+	defer os.RemoveAll(tmp) // only the temp tree this checkout made
+	// MkdirTemp makes it 0700, and it becomes dest.
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, err
 	}
 	blobs := filepath.Join(tmp, ocispec.ImageBlobsDir, "sha256")
