@@ -27,5 +27,12 @@
 // fetches only the chunks the store lacks, by ranged reads of the file
 // layers (modelpack.Source under transfer.Pull): each chunk verified by its
 // BLAKE3, the map by its sha256 from the manifest, the manifest by its
-// digest. Pull again moves nothing.
+// digest. Pull again moves nothing. An artifact another tool pushed (no map)
+// is fetched whole into a temp layout and added from there.
+//
+// remotetest's conformance suite does not run here: each of its cases
+// writes blobs and manifests through remote.Remote (PutBlobs, PutManifest,
+// MoveRef), which a registry of whole-file layers without compare-and-swap
+// cannot take; the read side is tested through transfer.Pull against a
+// real registry (ociremote_test.go, e2e/oci_test.go).
 package ociremote
