@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -23,6 +24,9 @@ const (
 	MediaTypeDoc        = "application/vnd.cncf.model.doc.v1.raw"
 	MediaTypeCode       = "application/vnd.cncf.model.code.v1.raw"
 	AnnotationFilepath  = "org.cncf.model.filepath"
+	// AnnotationFileMetadata holds a file's tar-like metadata (name, mode,
+	// size, mtime, typeflag), which extracting tools apply.
+	AnnotationFileMetadata = "org.cncf.model.file.metadata+json"
 	// MediaTypeMap is mstore's own layer (see the package doc).
 	MediaTypeMap = "application/vnd.mstore.map.v1+json"
 	// AnnotationDigest, on the map layer, is the mstore version's digest.
@@ -115,8 +119,12 @@ func Build(name string, d objects.Digest, m *objects.Manifest, enc []byte, files
 	var layers []ocispec.Descriptor
 	var diffIDs []digest.Digest
 	for i, f := range m.Files {
+		meta, err := json.Marshal(fileMetadata{Name: path.Base(f.Path), Mode: 0o644, Size: f.Size, ModTime: time.Unix(0, 0).UTC(), Typeflag: '0'})
+		if err != nil {
+			return config, mapLayer, manifest, err
+		}
 		layers = append(layers, ocispec.Descriptor{MediaType: MediaTypeFor(f), Digest: files[i].SHA256, Size: f.Size,
-			Annotations: map[string]string{AnnotationFilepath: f.Path}})
+			Annotations: map[string]string{AnnotationFilepath: f.Path, AnnotationFileMetadata: string(meta)}})
 		diffIDs = append(diffIDs, files[i].SHA256) // a raw layer's DiffID is its digest
 	}
 	cfg := modelConfig{Descriptor: configDescriptor{Name: name}, ModelFS: modelFS{Type: "layers", DiffIDs: diffIDs}, Config: configConfig{Format: m.Format}}
@@ -141,6 +149,18 @@ func blob(mediaType string, v any, ann map[string]string) (Blob, error) {
 		return Blob{}, err
 	}
 	return Blob{Desc: ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}, Data: b}, nil
+}
+
+// fileMetadata is specs-go/v1's FileMetadata. mstore keeps no clocks or
+// owners, so every file is a regular 0644 file of the epoch, owned by 0.
+type fileMetadata struct {
+	Name     string    `json:"name"`
+	Mode     uint32    `json:"mode"`
+	UID      uint32    `json:"uid"`
+	GID      uint32    `json:"gid"`
+	Size     int64     `json:"size"`
+	ModTime  time.Time `json:"mtime"`
+	Typeflag byte      `json:"typeflag"`
 }
 
 // The model config, as specs-go/v1's Model, with only what mstore knows.

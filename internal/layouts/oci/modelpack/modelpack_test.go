@@ -38,6 +38,11 @@ func TestBuildParseDecodeLocate(t *testing.T) {
 	if err != nil || a.Map == nil || len(a.Layers) != 1 || a.Layers[0].Path != "blob.bin" || a.Layers[0].Kind != LayerRaw {
 		t.Fatalf("Parse: %+v, %v", a, err)
 	}
+	var meta fileMetadata
+	if err := json.Unmarshal([]byte(a.Layers[0].Desc.Annotations[AnnotationFileMetadata]), &meta); err != nil ||
+		meta.Name != "blob.bin" || meta.Size != int64(len(data)) || meta.Typeflag != '0' || meta.Mode != 0o644 {
+		t.Fatalf("file metadata %+v, %v", meta, err)
+	}
 	got, m, err := DecodeMap(mp.Data, a)
 	if err != nil {
 		t.Fatal(err)
