@@ -52,13 +52,17 @@ var addCommand = &cli.Command{
 		if lay == nil && c.String("only") != "" {
 			return usageError("--only goes with a Hugging Face hub or an Ollama models folder")
 		}
-		if lay != nil {
+		add := archiver.Add
+		switch l := lay.(type) {
+		case layout.FileLayout:
 			if !base.IsZero() {
-				return usageError("--base goes with a plain model; a " + lay.Name() + " add moves each ref through its own revisions")
+				return usageError("--base goes with a plain model; a " + l.Name() + " add moves each ref through its own revisions")
 			}
-			return addLayout(e, c, st, lay, limits)
+			return addLayout(e, c, st, l, limits)
+		case layout.VersionLayout:
+			add = l.Import
 		}
-		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
+		res, err := add(c.Context, st, c.Args().First(), archiver.Options{
 			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
 			Progress: e.progress("adding"), Limits: limits,
 		})
@@ -90,7 +94,7 @@ func printAdded(e *env, res *archiver.Result) error {
 // addLayout adds what another tool's layout holds at PATH (a Hugging Face
 // cache snapshot, repo or hub; an Ollama manifest or models folder): one
 // version per model and revision, one progress display, a summary.
-func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.Layout, limits formats.Limits) error {
+func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.FileLayout, limits formats.Limits) error {
 	sum, err := layouts.Add(c.Context, st, lay, c.Args().First(), layouts.AddOptions{
 		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"), Only: c.String("only"),
 		Progress: e.progress("adding"), Limits: limits,

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/layouts"
+	"github.com/mstore/mstore/internal/layouts/layout"
 	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/internal/store"
 )
@@ -99,13 +102,19 @@ var checkoutCommand = &cli.Command{
 	},
 }
 
-// checkoutLayout writes REF into the layout named at the root DEST.
+// checkoutLayout writes REF into the layout named at DEST: a file layout
+// (a hub, a models folder) takes a restored model directory and may hold
+// other models; a version layout is written whole from the store, as the
+// version was added, so no format option is taken with it.
 func checkoutLayout(e *env, c *cli.Context, st *store.Store, name string, opts restorer.Options) error {
 	lay, err := layouts.ByName(name)
 	if err != nil {
 		return err
 	}
-	res, err := layouts.Checkout(c.Context, st, lay, c.Args().Get(0), c.Args().Get(1), opts)
+	if vl, ok := lay.(layout.VersionLayout); ok {
+		return exportLayout(e, c, st, vl, opts)
+	}
+	res, err := layouts.Checkout(c.Context, st, lay.(layout.FileLayout), c.Args().Get(0), c.Args().Get(1), opts)
 	if err != nil {
 		return err
 	}
@@ -114,5 +123,30 @@ func checkoutLayout(e *env, c *cli.Context, st *store.Store, name string, opts r
 	}
 	e.printf("%s → %s (%s %s): %d files, %s, %d new blobs\n", res.Checkout.Digest.Short(), safe(res.Path), res.Layout,
 		safe(res.Name), res.Files, humanBytes(res.Bytes), res.NewBlobs)
+	return nil
+}
+
+func exportLayout(e *env, c *cli.Context, st *store.Store, vl layout.VersionLayout, opts restorer.Options) error {
+	for _, f := range c.Command.Flags {
+		if n := f.Names()[0]; n != "layout" && n != "force" && c.IsSet(n) {
+			return usageError(fmt.Sprintf("--layout %s writes the version as it was added; --%s is not taken with it (check out the converted model, add it, then write that)", vl.Name(), n))
+		}
+	}
+	d, err := names.Resolve(st, c.Args().Get(0))
+	if err != nil {
+		return err
+	}
+	o := layout.ExportOptions{Force: opts.Force, Progress: opts.Progress}
+	if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil && spec.Kind != refs.KindDigest {
+		o.Name, o.Tag = spec.Name, spec.Tag
+	}
+	res, err := vl.Export(c.Context, st, d, c.Args().Get(1), o)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(res)
+	}
+	e.printf("%s\n", res)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/remote/ociremote"
 	"github.com/mstore/mstore/internal/remote/transfer"
 )
 
@@ -20,15 +21,22 @@ var remoteFlags = []cli.Flag{
 var pullCommand = &cli.Command{
 	Name:      "pull",
 	Usage:     "fetch a version from a remote: only the blobs this store lacks move",
-	ArgsUsage: "REMOTE NAME[:TAG|@DIGEST]",
+	ArgsUsage: "REMOTE NAME[:TAG|@DIGEST] | oci://HOST/REPO[:TAG|@sha256:DIGEST]",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "as", Usage: "record the version under this local name"},
 		&cli.Int64Flag{Name: "checkpoint-bytes", Value: transfer.DefaultCheckpointBytes, Usage: "record fetched blobs every this many bytes, so an interrupted pull resumes"},
-	}, remoteFlags...),
+	}, append(remoteFlags, ociFlags...)...),
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
 		if err != nil {
 			return err
+		}
+		if ociremote.IsURL(c.Args().First()) {
+			st, err := e.open(true)
+			if err != nil {
+				return err
+			}
+			return pullOCI(c, e, st, c.Args().First())
 		}
 		if err := needArgs(c, 2, "REMOTE NAME[:TAG|@DIGEST]"); err != nil {
 			return err

@@ -51,7 +51,7 @@ type Failure struct {
 // Add stores every model the layout l finds at path, each as a version of
 // its ref. A model that fails does not stop the others; the error then
 // names how many failed and has the class of the first.
-func Add(ctx context.Context, st *store.Store, l layout.Layout, path string, opts AddOptions) (*Summary, error) {
+func Add(ctx context.Context, st *store.Store, l layout.FileLayout, path string, opts AddOptions) (*Summary, error) {
 	srcs, err := l.Sources(path)
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ type CheckoutResult struct {
 // hub folder, a models folder), which may hold other models already: the
 // restorer checks the version out, verified, into a temporary folder
 // inside dest, and the layout moves its files into place from there.
-func Checkout(ctx context.Context, st *store.Store, l layout.Layout, ref, dest string, opts restorer.Options) (*CheckoutResult, error) {
+func Checkout(ctx context.Context, st *store.Store, l layout.FileLayout, ref, dest string, opts restorer.Options) (*CheckoutResult, error) {
 	d, m, err := names.Load(st, ref)
 	if err != nil {
 		return nil, err

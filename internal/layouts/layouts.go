@@ -6,6 +6,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/layouts/hfcache"
 	"github.com/mstore/mstore/internal/layouts/layout"
+	"github.com/mstore/mstore/internal/layouts/oci"
 	"github.com/mstore/mstore/internal/layouts/ollama"
 )
 
@@ -13,6 +14,7 @@ import (
 var all = []layout.Layout{
 	hfcache.Layout,
 	ollama.Layout,
+	oci.Layout,
 }
 
 // All returns every layout, in a fixed order.

@@ -16,7 +16,7 @@ import (
 )
 
 // Layout is the Hugging Face cache layout.
-var Layout layout.Layout = hfCache{}
+var Layout layout.FileLayout = hfCache{}
 
 type hfCache struct{}
 

@@ -1,22 +1,63 @@
 package layout
 
 import (
+	"context"
+
+	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // Layout is one tool's way of keeping models on disk (a Hugging Face
-// cache, an Ollama models folder, an OCI image layout).
+// cache, an Ollama models folder, an OCI image layout). Each layout is
+// also a FileLayout or a VersionLayout, which say how add and checkout
+// reach it.
 type Layout interface {
 	// Name is what `checkout --layout` takes ("hf-cache").
 	Name() string
 	// Detect reports whether path, given to add, is in this layout.
 	Detect(path string) bool
+}
+
+// FileLayout keeps plain model files: add takes in the models it lists
+// through the archiver, and checkout writes a restored model directory
+// into it.
+type FileLayout interface {
+	Layout
 	// Sources lists the models at path (which Detect took), in the order
 	// they are to be added: each becomes one version of one ref.
 	Sources(path string) ([]Source, error)
 	// Write lays the restored model m out under dest, the layout's root
 	// (a hub folder, a models folder).
 	Write(m Model, dest string, opts WriteOptions) (*Written, error)
+}
+
+// VersionLayout keeps whole versions with what mstore needs to rebuild
+// them (an OCI image layout carrying mstore's map layer): add imports the
+// version itself, and checkout exports it straight from the store.
+type VersionLayout interface {
+	Layout
+	// Import takes in the version at path (which Detect took).
+	Import(ctx context.Context, st *store.Store, path string, o archiver.Options) (*archiver.Result, error)
+	// Export writes version d of st at dest.
+	Export(ctx context.Context, st *store.Store, d objects.Digest, dest string, o ExportOptions) (Exported, error)
+}
+
+// ExportOptions say how a VersionLayout writes a version.
+type ExportOptions struct {
+	// Name and Tag are the ref and tag it was named by ("" when given by
+	// digest), for a layout that names what it writes.
+	Name, Tag string
+	// Force asks to replace dest; a layout that replaces nothing refuses it.
+	Force    bool
+	Progress progress.Reporter
+}
+
+// Exported is what a VersionLayout wrote: printed as JSON with --json,
+// else as its one-line String.
+type Exported interface {
+	String() string
 }
 
 // Source is one model a layout found for add.

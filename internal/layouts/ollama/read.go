@@ -17,7 +17,7 @@ import (
 )
 
 // Layout is Ollama's models folder.
-var Layout layout.Layout = ollamaLayout{}
+var Layout layout.FileLayout = ollamaLayout{}
 
 type ollamaLayout struct{}
 

@@ -36,6 +36,8 @@ type PullOptions struct {
 	CheckpointBytes int64
 	// RemoteName names the remote in the history entry.
 	RemoteName string
+	// Message is the history entry; empty means "pull REMOTE VERSION".
+	Message string
 	// Progress, if not nil, is told the bytes to fetch and those fetched.
 	Progress progress.Reporter
 }
@@ -190,7 +192,10 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 		res.BlobsPresent++
 	}
 	last = append(last, copyRecs...)
-	msg := fmt.Sprintf("pull %s %s", o.RemoteName, o.Version)
+	msg := o.Message
+	if msg == "" {
+		msg = fmt.Sprintf("pull %s %s", o.RemoteName, o.Version)
+	}
 	res.RefMoved, res.TagCreated, err = commitPulled(st, d, encoded, m, last, name, spec.Tag, msg)
 	if err != nil {
 		return nil, err
