@@ -16,9 +16,9 @@ var addCommand = &cli.Command{
 	ArgsUsage: "PATH",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
-		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
+		&cli.StringSliceFlag{Name: "tag", Usage: "also tag the new version NAME:TAG (repeat for several tags)"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
-		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
+		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at mstore repack, as deltas against those of `REF` (default: the ref's previous version)"},
 		parseMemoryFlag,
 	}, codecLimitFlags()...),
 	Action: func(c *cli.Context) error {
@@ -44,8 +44,8 @@ var addCommand = &cli.Command{
 			}
 		}
 		res, err := archiver.Add(c.Context, st, c.Args().First(), archiver.Options{
-			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
-			Progress: e.progress("adding"), Limits: limits,
+			Name: c.String("name"), Tags: c.StringSlice("tag"), Message: c.String("message"),
+			Progress: e.progress("add"), Limits: limits,
 		})
 		if err != nil {
 			return err
@@ -62,8 +62,8 @@ var addCommand = &cli.Command{
 			e.note("warning: %s\n", safe(w))
 		}
 		e.printf("%s\n", res.Digest)
-		e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
-			res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
+		e.note("%s: %s, %s, %s logical, %s new (%s)\n", res.Name, plural(res.Files, "file"), plural(res.Tensors, "tensor"),
+			humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), plural(res.NewBlobs, "new blob"))
 		return nil
 	},
 }

@@ -38,7 +38,7 @@ var checkoutCommand = &cli.Command{
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
-			Tensors: c.StringSlice("tensors"), Progress: e.progress("checking out")}
+			Tensors: c.StringSlice("tensors"), Progress: e.progress("checkout")}
 		if s := c.String("max-shard-size"); s != "" {
 			if opts.MaxShardSize, err = parseSize(s); err != nil {
 				return err

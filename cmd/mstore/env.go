@@ -16,11 +16,12 @@ import (
 
 // env is what every command gets from the global flags.
 type env struct {
-	storeDir string
-	json     bool
-	quiet    bool
-	stdout   io.Writer
-	stderr   *os.File
+	storeDir     string
+	json         bool
+	quiet        bool
+	progressMode string // --progress: auto, json or none
+	stdout       io.Writer
+	stderr       *os.File
 }
 
 func newEnv(c *cli.Context) (*env, error) {
@@ -32,7 +33,13 @@ func newEnv(c *cli.Context) (*env, error) {
 		}
 		dir = d
 	}
-	return &env{storeDir: dir, json: c.Bool("json"), quiet: c.Bool("quiet"), stdout: c.App.Writer, stderr: os.Stderr}, nil
+	mode := c.String("progress")
+	switch mode {
+	case "auto", "json", "none":
+	default:
+		return nil, usageError("--progress %q: give auto, json or none", mode)
+	}
+	return &env{storeDir: dir, json: c.Bool("json"), quiet: c.Bool("quiet"), progressMode: mode, stdout: c.App.Writer, stderr: os.Stderr}, nil
 }
 
 // open opens the store; create makes it on first write.
@@ -40,13 +47,20 @@ func (e *env) open(create bool) (*store.Store, error) {
 	return store.Open(e.storeDir, create, store.Options{})
 }
 
-// progress returns a terminal progress bar, or nil when output is for a
-// program (--json, --quiet) or stderr is not a terminal.
-func (e *env) progress(label string) progress.Reporter {
-	if e.json || e.quiet {
+// progress returns how the progress of action is shown on stderr: JSON
+// status lines with --progress=json, or with --json on a terminal (as
+// restic's --json); else a bar on a terminal; nothing in a pipe, with
+// --quiet or --progress=none.
+func (e *env) progress(action string) progress.Reporter {
+	switch {
+	case e.quiet || e.progressMode == "none":
+		return nil
+	case e.progressMode == "json", e.json && progress.IsTerminal(e.stderr):
+		return progress.New(e.stderr, action, progress.JSON)
+	case e.json:
 		return nil
 	}
-	return progress.ForTerminal(e.stderr, label)
+	return progress.ForTerminal(e.stderr, action)
 }
 
 // printJSON writes v as the command's one JSON document.

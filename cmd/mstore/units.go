@@ -1,24 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/mstore/mstore/internal/progress"
 )
 
-// humanBytes prints n with a decimal unit, as `du -h --si` would.
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
+// humanBytes prints n with a decimal unit, as `du -h --si` would; the
+// progress bar prints sizes the same way.
+func humanBytes(n int64) string { return progress.HumanBytes(n) }
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,

@@ -21,7 +21,7 @@ func Resolve(st *store.Store, name string) (objects.Digest, error) {
 		return objects.Digest{}, err
 	}
 	var d objects.Digest
-	err = st.View(func(tx *bolt.Tx) error {
+	err = resolveView(st, spec, func(tx *bolt.Tx) error {
 		d, err = refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
 		return err
 	})

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mstore/mstore/internal/errs"
+)
+
+// Error text is built by wrapping: "store: not_found: DIR: no store here",
+// "checkout: journal: sync: …". The package and command prefixes help a
+// developer find the code; a user reads the class once (main prints it)
+// and then what happened. userMessage drops every ": "-separated segment
+// that is only a package name, a command name or a class key.
+
+// packagePrefixes are the package names that error text is prefixed with
+// (errs' Pkg fields and fmt.Errorf wrappers). TestMessagePrefixesKnown
+// checks that every prefix in the source is here.
+var packagePrefixes = []string{
+	"archiver", "bytegroup", "cast", "codecs", "errs", "formats", "gc", "gguf", "hfconv", "hfindex",
+	"httpremote", "journal", "modeldir", "mpk", "names", "npz", "objects", "onnx", "pathremote",
+	"platform", "progress", "pytorch", "refs", "remote", "remotetest", "repack", "restorer", "s3",
+	"s3remote", "safetensors", "store", "tarview", "testmodel", "transfer", "zipfile",
+}
+
+// prefixWords is every segment userMessage drops: package names, command
+// names, class keys.
+var prefixWords = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range packagePrefixes {
+		m[p] = true
+	}
+	for _, c := range commands() {
+		m[c.Name] = true
+	}
+	for _, c := range errs.Classes() {
+		m[c.Key()] = true
+	}
+	m["io_error"] = true
+	return m
+})
+
+// userMessage is err's text for a person: no package prefixes, no class.
+func userMessage(err error) string {
+	s := err.Error()
+	segs := strings.Split(s, ": ")
+	kept := segs[:0]
+	for _, seg := range segs {
+		if !prefixWords()[seg] {
+			kept = append(kept, seg)
+		}
+	}
+	if len(kept) == 0 {
+		return s
+	}
+	return strings.Join(kept, ": ")
+}
+
+// plural is "1 file", "2 files": n and the noun, in English's regular
+// plural (nouns mstore counts: file, tensor, blob, version, entry, ref).
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "y") && !strings.HasSuffix(noun, "ey"):
+		noun = noun[:len(noun)-1] + "ies"
+	case strings.HasSuffix(noun, "s"), strings.HasSuffix(noun, "x"), strings.HasSuffix(noun, "ch"):
+		noun += "es"
+	default:
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
+}
