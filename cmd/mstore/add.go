@@ -61,7 +61,7 @@ var addCommand = &cli.Command{
 		for _, w := range res.Warnings {
 			e.note("warning: %s\n", safe(w))
 		}
-		e.printf("%s\n", res.Digest)
+		e.result("%s\n", res.Digest)
 		e.note("%s: %s, %s, %s logical, %s new (%s)\n", res.Name, plural(res.Files, "file"), plural(res.Tensors, "tensor"),
 			humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), plural(res.NewBlobs, "new blob"))
 		return nil

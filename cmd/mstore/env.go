@@ -71,12 +71,22 @@ func (e *env) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
+// printf prints the command's report for a person, on stdout, unless
+// --quiet: every command honours --quiet here, in one place.
+func (e *env) printf(format string, args ...any) {
+	if !e.quiet {
+		io.WriteString(e.stdout, singularize(fmt.Sprintf(format, args...)))
+	}
+}
+
+// result prints what a script needs (add's digest, serve's URL), even with
+// --quiet.
+func (e *env) result(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
 
 // note prints a human remark on stderr unless --quiet or --json.
 func (e *env) note(format string, args ...any) {
 	if !e.quiet && !e.json {
-		fmt.Fprintf(e.stderr, format, args...)
+		io.WriteString(e.stderr, singularize(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,4 +73,40 @@ func plural(n int, noun string) string {
 		noun += "s"
 	}
 	return strconv.Itoa(n) + " " + noun
+}
+
+// singulars are the plural nouns mstore's reports count, and their
+// singular. A report is written once with "%d files"; singularize turns
+// "1 files" (and "1 delta(s)") into "1 file" for every command at once.
+var singulars = map[string]string{
+	"files": "file", "tensors": "tensor", "blobs": "blob", "versions": "version", "entries": "entry",
+	"refs": "ref", "tags": "tag", "objects": "object", "packs": "pack", "deltas": "delta", "chunks": "chunk",
+	"batches": "batch", "moves": "move", "problems": "problem", "names": "name",
+}
+
+// oneOf is "1", an optional adjective ("new", "history") and a counted
+// plural noun; maybePlural is a count and a noun written noun(s).
+var (
+	oneOf = sync.OnceValue(func() *regexp.Regexp {
+		var nouns []string
+		for p := range singulars {
+			nouns = append(nouns, p)
+		}
+		return regexp.MustCompile(`(^|[^\w.])1 ((?:[a-z-]+ )?)(` + strings.Join(nouns, "|") + `)\b`)
+	})
+	maybePlural = regexp.MustCompile(`(^|[^\w.])(\d+) ((?:[a-z-]+ )?)([a-z]+)\(s\)`)
+)
+
+func singularize(s string) string {
+	s = maybePlural.ReplaceAllStringFunc(s, func(m string) string {
+		sub := maybePlural.FindStringSubmatch(m)
+		if sub[2] == "1" {
+			return sub[1] + sub[2] + " " + sub[3] + sub[4]
+		}
+		return sub[1] + sub[2] + " " + sub[3] + sub[4] + "s"
+	})
+	return oneOf().ReplaceAllStringFunc(s, func(m string) string {
+		sub := oneOf().FindStringSubmatch(m)
+		return sub[1] + "1 " + sub[2] + singulars[sub[3]]
+	})
 }

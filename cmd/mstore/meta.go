@@ -75,7 +75,7 @@ var versionCommand = &cli.Command{
 		if e.json {
 			return e.printJSON(v)
 		}
-		e.printf("mstore %s %s\n", v, v.Go)
+		e.result("mstore %s %s\n", v, v.Go)
 		return nil
 	},
 }
@@ -94,15 +94,15 @@ var completionCommand = &cli.Command{
 		}
 		switch sh := c.Args().First(); sh {
 		case "bash":
-			e.printf("%s", bashCompletion)
+			e.result("%s", bashCompletion)
 		case "zsh":
-			e.printf("%s", zshCompletion)
+			e.result("%s", zshCompletion)
 		case "fish":
 			s, err := c.App.ToFishCompletion()
 			if err != nil {
 				return err
 			}
-			e.printf("%s", s)
+			e.result("%s", s)
 		default:
 			return usageError("no completion for shell %q: give bash, zsh or fish", sh)
 		}
@@ -125,7 +125,7 @@ var manCommand = &cli.Command{
 		if err != nil {
 			return fmt.Errorf("generating the man page: %w", err)
 		}
-		e.printf("%s", page)
+		e.result("%s", page)
 		return nil
 	},
 }

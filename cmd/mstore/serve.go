@@ -85,7 +85,7 @@ var serveCommand = &cli.Command{
 		if e.json {
 			e.printJSON(map[string]any{"url": url, "serving": what, "push": o.AllowPush})
 		} else {
-			e.printf("serving %s on %s\n", what, url)
+			e.result("serving %s on %s\n", what, url)
 		}
 		if o.PushToken != "" && scheme == "http" && !isLoopback(ln.Addr()) {
 			e.note("mstore: warning: push tokens cross the network in clear without --tls-cert/--tls-key\n")

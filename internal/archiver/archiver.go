@@ -33,7 +33,7 @@ import (
 
 // Options say how to add a model.
 type Options struct {
-	Name    string // the ref to move; defaults to the path's base name
+	Name    string   // the ref to move; defaults to the path's base name
 	Tag     string   // an optional tag to create at the new version
 	Tags    []string // more tags to create at it (add --tag given several times)
 	Message string
@@ -295,8 +295,25 @@ func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error
 			return c, files, nil
 		}
 	}
-	return nil, nil, errs.New(errs.UnsupportedVersion, "add",
-		"%s holds no model container this build takes (%s)", path, codecs.Describe())
+	if dir.Single {
+		return nil, nil, errs.New(errs.UnsupportedVersion, "add",
+			"%s is not a model container this build takes (%s)", path, codecs.Describe())
+	}
+	// A directory without a model is a model not found (not_found), as an
+	// empty directory most often is a wrong path, not an unknown format.
+	looked := codecs.Extensions()
+	for i, ext := range looked {
+		looked[i] = "*" + ext
+	}
+	what := "it is empty"
+	switch n := len(dir.Files); {
+	case n == 1:
+		what = "it holds one other file"
+	case n > 1:
+		what = fmt.Sprintf("it holds %d other files", n)
+	}
+	return nil, nil, errs.New(errs.NotFound, "add",
+		"no model found in %s (%s; looked for %s)", path, what, strings.Join(looked, ", "))
 }
 
 // claimsOf is what c claims of this model: inside a directory, a codec
