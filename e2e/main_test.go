@@ -314,7 +314,7 @@ func (c *cli) fail(class string, args ...string) string {
 		c.t.Errorf("without --json: exit code %d, want %d (%s)\n%s", r.code, code, class, r)
 	}
 	if !strings.Contains(r.stderr, "mstore: "+class+": ") {
-		c.t.Errorf("without --json: stderr does not give the class %q as "mstore: CLASS: "\n%s", class, r)
+		c.t.Errorf("without --json: stderr lacks \"mstore: %s: \"\n%s", class, r)
 	}
 	if r.stdout != "" {
 		c.t.Errorf("without --json: stdout not empty on failure\n%s", r)
