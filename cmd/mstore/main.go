@@ -102,7 +102,13 @@ func commands() []*cli.Command {
 // onUsageError turns urfave/cli's flag errors into classified errors
 // instead of a help page on stdout. Go's flag package names a flag with
 // one dash; mstore's flags are written with two.
-func onUsageError(c *cli.Context, err error, _ bool) error {
+func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
+	u := usageErrorOf(c, err)
+	u.global = !isSubcommand
+	return u
+}
+
+func usageErrorOf(c *cli.Context, err error) *usageErr {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var known []string
@@ -117,9 +123,9 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		if hint := names.DidYouMean(prefixed("--", names.Nearest("--"+name, prefixed("--", known)))); hint != "" {
 			msg += "; " + hint
 		}
-		return usageError("%s", msg)
+		return usageError("%s", msg).(*usageErr)
 	}
-	return usageError("%s", dashes(msg))
+	return usageError("%s", dashes(msg)).(*usageErr)
 }
 
 // dashes rewrites Go's one-dash flag names in a flag error to two.
@@ -140,10 +146,13 @@ func prefixed(p string, ss []string) []string {
 // usageError is a malformed command line. main adds where to read the
 // command's usage.
 func usageError(format string, args ...any) error {
-	return &usageErr{errs.New(errs.SchemaError, "", format, args...)}
+	return &usageErr{err: errs.New(errs.SchemaError, "", format, args...)}
 }
 
-type usageErr struct{ err *errs.Error }
+type usageErr struct {
+	err    *errs.Error
+	global bool // about the global flags: mstore --help lists them
+}
 
 func (u *usageErr) Error() string { return u.err.Error() }
 func (u *usageErr) Unwrap() error { return u.err }
@@ -156,7 +165,7 @@ func withHelpPointer(err error, cmd string) error {
 		return err
 	}
 	where := "mstore --help"
-	if cmd != "" {
+	if cmd != "" && !u.global {
 		where = "mstore " + cmd + " --help"
 	}
 	e := *u.err

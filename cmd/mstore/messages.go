@@ -19,7 +19,7 @@ import (
 // (errs' Pkg fields and fmt.Errorf wrappers). TestMessagePrefixesKnown
 // checks that every prefix in the source is here.
 var packagePrefixes = []string{
-	"archiver", "bytegroup", "cast", "codecs", "errs", "formats", "gc", "gguf", "hfconv", "hfindex",
+	"archiver", "bytegroup", "cast", "codecs", "errs", "formats", "formattest", "gc", "gguf", "hfconv", "hfindex",
 	"httpremote", "journal", "modeldir", "mpk", "names", "npz", "objects", "onnx", "pathremote",
 	"platform", "progress", "pytorch", "refs", "remote", "remotetest", "repack", "restorer", "s3",
 	"s3remote", "safetensors", "store", "tarview", "testmodel", "transfer", "zipfile",

@@ -18,8 +18,8 @@ const maxSuggestions = 3
 
 // Nearest returns up to three candidates closest to want by edit distance,
 // nearest first, among those close enough to be a plausible typo (at most
-// a third of want's length, and at least 1, edits away). Exact matches are
-// not suggestions.
+// a third of want's length, and at least 1, edits away, or starting with
+// it). Exact matches are not suggestions.
 func Nearest(want string, candidates []string) []string {
 	limit := max(1, len([]rune(want))/3)
 	type scored struct {
@@ -33,10 +33,10 @@ func Nearest(want string, candidates []string) []string {
 			continue
 		}
 		seen[c] = true
-		// A candidate that contains want (or the reverse) is a likely
-		// shortening: "llama" for "llama-3b".
+		// A candidate that starts with want is a likely shortening:
+		// "llama" for "llama-3b".
 		d := levenshtein(want, c)
-		if d > limit && !strings.HasPrefix(c, want) {
+		if d > limit && (len(want) < 3 || !strings.HasPrefix(c, want)) {
 			continue
 		}
 		near = append(near, scored{c, d})
