@@ -83,9 +83,10 @@ func (e *env) printf(format string, args ...any) {
 // --quiet.
 func (e *env) result(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
 
-// note prints a human remark on stderr unless --quiet or --json.
+// note prints a human remark on stderr unless --quiet or --json, or
+// --progress=json keeps stderr for JSON lines.
 func (e *env) note(format string, args ...any) {
-	if !e.quiet && !e.json {
+	if !e.quiet && !e.json && e.progressMode != "json" {
 		io.WriteString(e.stderr, singularize(fmt.Sprintf(format, args...)))
 	}
 }
