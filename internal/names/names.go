@@ -44,7 +44,7 @@ func Load(st *store.Store, name string) (objects.Digest, *objects.Manifest, erro
 
 // History is a ref's history, newest first.
 func History(st *store.Store, name string) (entries []refs.Entry, err error) {
-	err = st.View(func(tx *bolt.Tx) error {
+	err = resolveView(st, refs.Spec{Kind: refs.KindRef, Name: name}, func(tx *bolt.Tx) error {
 		entries, err = refs.History(tx, name)
 		return err
 	})
