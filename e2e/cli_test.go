@@ -53,10 +53,10 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(root, ".git")); err == nil && !fi.IsDir() {
-		// choice: in a git worktree .git is a file, which the go command's
-		// VCS detection does not look for (isDir in cmd/go/internal/vcs):
-		// there is no stamp to compare; a clone (CI) checks it.
-		t.Skip("a git worktree: go build does not stamp VCS information here")
+		// In a git worktree .git is a file, which the go command's VCS
+		// detection does not look for (isDir in cmd/go/internal/vcs): there
+		// is no stamp to compare; a clone (CI) checks it.
+		t.Skip("a git worktree: go build does not stamp VCS information here") // choice: no stamp to check in a worktree
 	}
 	stamped := filepath.Join(t.TempDir(), "mstore")
 	if err := buildMstore(stamped, "-buildvcs=true"); err != nil {
