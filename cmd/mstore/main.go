@@ -200,7 +200,7 @@ func report(w io.Writer, asJSON bool, err error) int {
 		return 0
 	}
 	key, code := classOf(err)
-	msg := userMessage(err)
+	msg := singularize(userMessage(err))
 	if asJSON {
 		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"class": key, "message": msg}})
 		return code
