@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -116,7 +117,7 @@ func withStore(c *cli.Context, nargs int, usage string) (*env, *store.Store, err
 // needArgs checks the number of positional arguments.
 func needArgs(c *cli.Context, n int, usage string) error {
 	if c.NArg() != n {
-		return usageError("usage: mstore %s %s", c.Command.Name, usage)
+		return usageError("usage: %s", strings.TrimSpace("mstore "+c.Command.Name+" "+usage))
 	}
 	return nil
 }

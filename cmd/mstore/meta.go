@@ -64,11 +64,8 @@ var versionCommand = &cli.Command{
 	Name:  "version",
 	Usage: "print mstore's version and the commit it was built from",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
+		e, err := envWithArgs(c, 0, "")
 		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 0, ""); err != nil {
 			return err
 		}
 		v := buildVersion()
@@ -85,11 +82,8 @@ var completionCommand = &cli.Command{
 	Usage:     "print a shell completion script: bash, zsh or fish",
 	ArgsUsage: "bash|zsh|fish",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
+		e, err := envWithArgs(c, 1, "bash|zsh|fish")
 		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 1, "bash|zsh|fish"); err != nil {
 			return err
 		}
 		switch sh := c.Args().First(); sh {
@@ -114,11 +108,8 @@ var manCommand = &cli.Command{
 	Name:  "man",
 	Usage: "print the man page (roff): mstore man > mstore.1",
 	Action: func(c *cli.Context) error {
-		e, err := newEnv(c)
+		e, err := envWithArgs(c, 0, "")
 		if err != nil {
-			return err
-		}
-		if err := needArgs(c, 0, ""); err != nil {
 			return err
 		}
 		page, err := c.App.ToManWithSection(1)
@@ -174,3 +165,13 @@ else
   compdef _mstore mstore
 fi
 `, "\n")
+
+// envWithArgs is the start of a command that needs no store: the global
+// flags and the number of arguments.
+func envWithArgs(c *cli.Context, nargs int, usage string) (*env, error) {
+	e, err := newEnv(c)
+	if err != nil {
+		return nil, err
+	}
+	return e, needArgs(c, nargs, usage)
+}
