@@ -38,7 +38,8 @@ func checkNewStoreDir(dir string) error {
 	}
 	var foreign []string
 	for _, n := range names {
-		if !ownEntries[n] {
+		// index.db.damaged-TIME: an index fsck --rebuild-index moved aside.
+		if !ownEntries[n] && !strings.HasPrefix(n, indexFile+".") {
 			foreign = append(foreign, n)
 		}
 	}
