@@ -253,3 +253,25 @@ func TestQuietEveryCommand(t *testing.T) {
 		t.Errorf("-q --json: not the JSON document: %v", err)
 	}
 }
+
+// TestDropNonTensorsSaysWhat: a conversion that --drop-non-tensors lets
+// lose what the source holds beside its tensors says what it left out, in
+// the note (stderr) and in --json's "note".
+func TestDropNonTensorsSaysWhat(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	src := writeFile(t, filepath.Join(t.TempDir(), "m.safetensors"), safetensorsFile(smallModel(9), map[string]string{"format": "pt", "trained_by": "acme"}))
+	c.add(src, "--name", "m")
+	refusal := c.fail("lossy_conversion", "checkout", "m", filepath.Join(t.TempDir(), "pt"), "--format", "pytorch")
+	r := c.run("checkout", "m", filepath.Join(t.TempDir(), "pt"), "--format", "pytorch", "--drop-non-tensors")
+	if r.code != 0 || !strings.Contains(r.stderr, "--drop-non-tensors left out ") || !strings.Contains(r.stderr, "trained_by") {
+		t.Errorf("checkout --drop-non-tensors does not say what it left out (the refusal said %q):\n%s", refusal, r)
+	}
+	var res struct {
+		Note string `json:"note"`
+	}
+	c.json(&res, "checkout", "m", filepath.Join(t.TempDir(), "npz"), "--format", "npz", "--drop-non-tensors")
+	if !strings.Contains(res.Note, "--drop-non-tensors left out ") {
+		t.Errorf("--json note %q", res.Note)
+	}
+}

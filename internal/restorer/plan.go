@@ -146,6 +146,10 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 		return nil, err
 	}
 	p.files, p.note = append(p.files, extraFiles(planned.Extra)...), planned.Note
+	if req.From != nil && len(req.From.Kept) > 0 && wo.DropNonTensors {
+		// What the target would have refused to lose, said once it is lost.
+		p.note = joinNotes(p.note, "--drop-non-tensors left out "+strings.Join(req.From.Kept, "; "))
+	}
 	for _, f := range m.Files {
 		if f.Role == objects.RoleOther && planned.Extra[f.Path] == nil {
 			p.files = append(p.files, storedFile(m, f))
