@@ -274,4 +274,12 @@ func TestDropNonTensorsSaysWhat(t *testing.T) {
 	if !strings.Contains(res.Note, "--drop-non-tensors left out ") {
 		t.Errorf("--json note %q", res.Note)
 	}
+	// A real checkpoint's own values (burn's test data: an epoch and a
+	// loss beside the state dict).
+	ckpt := filepath.Join(sharedTestdata(t, "pytorch"), "burn", "src__pytorch__tests__reader__test_data__checkpoint.pt")
+	c.add(ckpt, "--name", "ckpt")
+	r = c.run("checkout", "ckpt", filepath.Join(t.TempDir(), "st"), "--format", "safetensors", "--drop-non-tensors")
+	if r.code != 0 || !strings.Contains(r.stderr, "--drop-non-tensors left out ") || !strings.Contains(r.stderr, "epoch, loss") {
+		t.Errorf("a checkpoint's values left out unsaid:\n%s", r)
+	}
 }
