@@ -171,6 +171,8 @@ func TestDidYouMean(t *testing.T) {
 		{"not_found", `did you mean "llama-3b"?`, []string{"log", "lama-3b"}},
 		{"not_found", `did you mean "llama-3b:v1"?`, []string{"show", "llama-3b:v2"}},
 		{"not_found", `did you mean "llama-3b:v1"?`, []string{"checkout", "lama-3b:v1", filepath.Join(t.TempDir(), "o")}},
+		{"not_found", `did you mean "llama-3b:v1"?`, []string{"rm", "llama-3b:v01"}},
+		{"not_found", `did you mean "llama-3b"?`, []string{"rm", "llama_3b"}},
 	} {
 		if msg := c.fail(tc.class, tc.args...); !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: %q, want %q", tc.args, msg, tc.want)

@@ -107,11 +107,15 @@ func Tag(st *store.Store, name, tag string, d objects.Digest) (created bool, err
 
 // Remove removes the ref name, or, when isTag, the tag NAME:TAG.
 func Remove(st *store.Store, name, tag string, isTag bool) error {
+	spec := refs.Spec{Kind: refs.KindRef, Name: name}
+	if isTag {
+		spec = refs.Spec{Kind: refs.KindTag, Name: name, Tag: tag}
+	}
 	return st.Update(func(tx *bolt.Tx) error {
 		if isTag {
-			return refs.RemoveTag(tx, name, tag)
+			return withSuggestion(tx, spec, refs.RemoveTag(tx, name, tag))
 		}
-		return refs.RemoveRef(tx, name)
+		return withSuggestion(tx, spec, refs.RemoveRef(tx, name))
 	})
 }
 

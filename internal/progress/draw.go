@@ -32,8 +32,16 @@ func (r *reporter) drawBar(s Status, final bool) {
 	if s.ETA >= 0 {
 		eta = clock(time.Duration(s.ETA * float64(time.Second)))
 	}
-	fmt.Fprintf(r.w, "\r\x1b[K%s [%s] %3.0f%%  %s / %s  %s  ETA %s",
-		r.action, bar, s.PercentDone, HumanBytes(s.BytesDone), HumanBytes(s.BytesTotal), rate, eta)
+	counts := fmt.Sprintf("%3.0f%%  %s / %s  %s  ETA %s", s.PercentDone, HumanBytes(s.BytesDone), HumanBytes(s.BytesTotal), rate, eta)
+	line := fmt.Sprintf("%s [%s] %s", r.action, bar, counts)
+	if r.cols > 0 && len(line) >= r.cols {
+		// A line that wraps cannot be redrawn in place: drop the bar, then
+		// cut what is left to the width.
+		if line = r.action + " " + counts; len(line) >= r.cols {
+			line = line[:r.cols-1]
+		}
+	}
+	fmt.Fprint(r.w, "\r\x1b[K"+line)
 	r.drawn = true
 }
 

@@ -38,7 +38,11 @@ func ForTerminal(w *os.File, action string) Reporter {
 	if !IsTerminal(w) {
 		return nil
 	}
-	return New(w, action, Bar)
+	r := New(w, action, Bar).(*reporter)
+	if cols, _, err := term.GetSize(int(w.Fd())); err == nil && cols > 0 {
+		r.cols = cols
+	}
+	return r
 }
 
 // New returns a reporter that writes to w in mode; action names the
@@ -61,6 +65,7 @@ type reporter struct {
 	action string
 	now    func() time.Time
 	every  time.Duration // least time between two draws
+	cols   int           // the terminal's width, 0 when unknown
 
 	mu       sync.Mutex
 	m        meter

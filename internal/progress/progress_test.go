@@ -122,3 +122,23 @@ func lastFrame(s string) string {
 	frames := strings.Split(s, "\r\x1b[K")
 	return frames[len(frames)-1]
 }
+
+// TestNarrowTerminal: a frame never reaches the terminal's width, where it
+// would wrap and could no longer be redrawn in place.
+func TestNarrowTerminal(t *testing.T) {
+	for _, cols := range []int{100, 60, 20} {
+		r, c, buf := newTest(Bar)
+		r.cols = cols
+		r.Start(10e9)
+		c.t = c.t.Add(time.Second)
+		r.Add(3e9)
+		for _, f := range strings.Split(buf.String(), "\r\x1b[K") {
+			if len(f) >= cols {
+				t.Errorf("%d columns: frame %q is %d wide", cols, f, len(f))
+			}
+		}
+		if cols == 60 && !strings.Contains(lastFrame(buf.String()), "3.0 GB / 10.0 GB") {
+			t.Errorf("60 columns: the counts were cut: %q", lastFrame(buf.String()))
+		}
+	}
+}
