@@ -120,7 +120,7 @@ func usageErrorOf(c *cli.Context, err error) *usageErr {
 			known = append(known, f.Names()...)
 		}
 		msg = "unknown flag --" + name
-		if hint := names.DidYouMean(prefixed("--", names.Nearest("--"+name, prefixed("--", known)))); hint != "" {
+		if hint := names.DidYouMean(names.Nearest("--"+name, prefixed("--", known))); hint != "" {
 			msg += "; " + hint
 		}
 		return usageError("%s", msg).(*usageErr)
