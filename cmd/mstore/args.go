@@ -42,6 +42,10 @@ func reorderArgs(app *cli.App, args []string) (_ []string, cmdName string, _ err
 	cmd := app.Command(args[i])
 	if cmd == nil {
 		if args[i] == "help" {
+			// help TOPIC: an unknown topic is an unknown command.
+			if i+1 < len(args) && !isFlag(args[i+1]) && app.Command(args[i+1]) == nil {
+				return nil, "", unknownCommand(app, args[i+1])
+			}
 			return args, "", nil
 		}
 		return nil, "", unknownCommand(app, args[i])

@@ -38,7 +38,7 @@ func newEnv(c *cli.Context) (*env, error) {
 	switch mode {
 	case "auto", "json", "none":
 	default:
-		return nil, usageError("--progress %q: give auto, json or none", mode)
+		return nil, globalUsageError("--progress %q: give auto, json or none", mode)
 	}
 	return &env{storeDir: dir, json: c.Bool("json"), quiet: c.Bool("quiet"), progressMode: mode, stdout: c.App.Writer, stderr: os.Stderr}, nil
 }

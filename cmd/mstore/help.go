@@ -16,7 +16,7 @@ const versionForms = `VERSION NAMES (REF):
    NAME:TAG        a tag (immutable)                   llama:v1
    NAME@DIGEST     a version in NAME's history         llama@3f9a0c12
    NAME~N          N moves back in NAME's history      llama~1
-   DIGEST          any version, by 8+ hex digits       3f9a0c12 (or blake3:3f9a0c12…)`
+   DIGEST          any version, by 8+ hex digits       3f9a0c12`
 
 // commandHelp is each command's examples, and whether it reads version
 // names. Every command has an entry (TestEveryCommandHasExamples): a new

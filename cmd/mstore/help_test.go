@@ -172,6 +172,8 @@ func TestUsagePointsToCommandHelp(t *testing.T) {
 		{[]string{"add", "m", "--name", "a", "--name", "b"}, "--name is given more than once; it takes one value (see `mstore add --help`)"},
 		{[]string{"chekout"}, "unknown command \"chekout\"; did you mean \"checkout\"? (see `mstore --help`)"},
 		{[]string{"--bogus", "ls"}, "unknown flag --bogus (see `mstore --help`)"},
+		{[]string{"ls", "--progress", "bar"}, "--progress \"bar\": give auto, json or none (see `mstore --help`)"},
+		{[]string{"help", "chekout"}, "unknown command \"chekout\"; did you mean \"checkout\"? (see `mstore --help`)"},
 	} {
 		_, err := runApp(t, tc.args...)
 		if errs.ClassOf(err) != errs.SchemaError {

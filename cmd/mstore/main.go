@@ -149,6 +149,11 @@ func usageError(format string, args ...any) error {
 	return &usageErr{err: errs.New(errs.SchemaError, "", format, args...)}
 }
 
+// globalUsageError is a malformed global flag: mstore --help lists them.
+func globalUsageError(format string, args ...any) error {
+	return &usageErr{err: errs.New(errs.SchemaError, "", format, args...), global: true}
+}
+
 type usageErr struct {
 	err    *errs.Error
 	global bool // about the global flags: mstore --help lists them
@@ -228,7 +233,7 @@ func defaultStoreDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", usageError("no --store, $MSTORE_DIR or home directory to put the store in")
+		return "", globalUsageError("no --store, $MSTORE_DIR or home directory to put the store in")
 	}
 	return filepath.Join(home, ".local", "share", "mstore"), nil
 }
