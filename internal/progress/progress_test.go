@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -140,5 +141,30 @@ func TestNarrowTerminal(t *testing.T) {
 		if cols == 60 && !strings.Contains(lastFrame(buf.String()), "3.0 GB / 10.0 GB") {
 			t.Errorf("60 columns: the counts were cut: %q", lastFrame(buf.String()))
 		}
+	}
+}
+
+// TestConcurrentAdds: the workers of a copy report at once; every byte is
+// counted (run under -race in CI).
+func TestConcurrentAdds(t *testing.T) {
+	r, _, buf := newTest(JSON)
+	r.now = time.Now
+	r.Start(8 * 1000 * 4096)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				r.Add(4096)
+			}
+		}()
+	}
+	wg.Wait()
+	r.Finish()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var last Status
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.BytesDone != 8*1000*4096 || last.Type != "summary" {
+		t.Errorf("summary %+v (%v), want all %d bytes", last, err, 8*1000*4096)
 	}
 }
