@@ -59,19 +59,18 @@ func addHelp(app *cli.App) {
 
 func describe(c *cli.Command, parent string) {
 	full := strings.TrimSpace(parent + " " + c.Name)
-	if h, ok := commandHelp[full]; ok && !strings.Contains(c.Description, "EXAMPLES:") {
+	if h, ok := commandHelp[full]; ok && c.CustomHelpTemplate == "" {
+		// The examples follow the options, as a man page's EXAMPLES do;
+		// they are plain text appended to urfave/cli's template.
 		var b strings.Builder
-		if c.Description != "" {
-			b.WriteString(c.Description + "\n\n")
-		}
-		b.WriteString("EXAMPLES:\n")
+		b.WriteString("\nEXAMPLES:\n")
 		for _, l := range strings.Split(h.examples, "\n") {
 			b.WriteString("   " + l + "\n")
 		}
 		if h.versions {
-			b.WriteString("\n" + versionForms)
+			b.WriteString("\n" + versionForms + "\n")
 		}
-		c.Description = strings.TrimRight(b.String(), "\n")
+		c.CustomHelpTemplate = strings.TrimRight(cli.CommandHelpTemplate, "\n") + "\n" + strings.ReplaceAll(b.String(), "{{", "{{`{{`}}")
 	}
 	for _, f := range c.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "format" && !strings.Contains(sf.Usage, "one of:") {
