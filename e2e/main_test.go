@@ -303,16 +303,18 @@ func (c *cli) fail(class string, args ...string) string {
 	if e.Error.Class != class {
 		c.t.Errorf("error class %q, want %q\n%s", e.Error.Class, class, r)
 	}
-	if !strings.Contains(e.Error.Message, class) {
-		c.t.Errorf("error message does not name its class %q\n%s", class, r)
+	// The class is the JSON's "class"; the message says what happened,
+	// without the class again or a package prefix.
+	if strings.Contains(e.Error.Message, class+": ") || e.Error.Message == "" {
+		c.t.Errorf("error message repeats its class %q (or is empty)\n%s", class, r)
 	}
 
 	r = c.run(args...)
 	if r.code != code {
 		c.t.Errorf("without --json: exit code %d, want %d (%s)\n%s", r.code, code, class, r)
 	}
-	if !strings.Contains(r.stderr, class) {
-		c.t.Errorf("without --json: stderr does not name the class %q\n%s", class, r)
+	if !strings.Contains(r.stderr, "mstore: "+class+": ") {
+		c.t.Errorf("without --json: stderr lacks \"mstore: %s: \"\n%s", class, r)
 	}
 	if r.stdout != "" {
 		c.t.Errorf("without --json: stdout not empty on failure\n%s", r)

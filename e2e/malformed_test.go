@@ -120,7 +120,7 @@ func TestMalformedInputs(t *testing.T) {
 			}},
 		{name: "Keras HDF5 model", class: "unsupported_version", fileName: "model.h5",
 			file: append([]byte("\x89HDF\r\n\x1a\n"), randBytes(47, 504)...), says: []string{"Keras", "code"}},
-		{name: "no model container", class: "unsupported_version",
+		{name: "no model container", class: "not_found", says: []string{"no model found in", "looked for *.safetensors, *.gguf"},
 			dir: files{"config.json": configJSON("float32"), "README.md": []byte("# nothing here\n")}},
 	}
 

@@ -119,7 +119,7 @@ func TestMPKFixtures(t *testing.T) {
 					Error struct{ Class, Message string } `json:"error"`
 				}
 				if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || r.code != exitCodes[f.Outcome] ||
-					e.Error.Class != f.Outcome || !strings.Contains(e.Error.Message, f.Outcome) || r.stdout != "" {
+					e.Error.Class != f.Outcome || strings.Contains(e.Error.Message, f.Outcome+": ") || r.stdout != "" {
 					t.Errorf("want %s (exit %d) for %s:\n%s", f.Outcome, exitCodes[f.Outcome], f.Rule, r)
 				}
 				r = c.sandboxRun(cwd, tmp, args...)

@@ -228,8 +228,8 @@ func (c *cli) failEnv(env []string, class string, args ...string) string {
 	var e struct {
 		Error struct{ Class, Message string } `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Error.Class != class || !strings.Contains(e.Error.Message, class) {
-		c.t.Fatalf("stderr is not a %s JSON error naming its class: %v\n%s", class, err, r)
+	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Error.Class != class || strings.Contains(e.Error.Message, class+": ") {
+		c.t.Fatalf("stderr is not a %s JSON error (with a message that does not repeat the class): %v\n%s", class, err, r)
 	}
 	return e.Error.Message
 }

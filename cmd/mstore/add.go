@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,10 +21,10 @@ var addCommand = &cli.Command{
 	ArgsUsage: "PATH",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "the ref to move (default: PATH's base name)"},
-		&cli.StringFlag{Name: "tag", Usage: "also tag the new version NAME:TAG"},
+		&cli.StringSliceFlag{Name: "tag", Usage: "also tag the new version NAME:TAG (repeat for several tags)"},
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "a note for the ref's history"},
 		&cli.StringFlag{Name: "only", Usage: "of a Hugging Face hub or an Ollama models folder, add only model NAME or NAME:TAG (as it would be named)"},
-		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at `mstore repack`, as deltas against those of version REF (default: the ref's previous version)"},
+		&cli.StringFlag{Name: "base", Usage: "code this version's tensors, at mstore repack, as deltas against those of `REF` (default: the ref's previous version)"},
 		parseMemoryFlag,
 	}, codecLimitFlags()...),
 	Action: func(c *cli.Context) error {
@@ -56,15 +57,15 @@ var addCommand = &cli.Command{
 		switch l := lay.(type) {
 		case layout.FileLayout:
 			if !base.IsZero() {
-				return usageError("--base goes with a plain model; a " + l.Name() + " add moves each ref through its own revisions")
+				return usageError("--base goes with a plain model; a %s add moves each ref through its own revisions", l.Name())
 			}
 			return addLayout(e, c, st, l, limits)
 		case layout.VersionLayout:
 			add = l.Import
 		}
 		res, err := add(c.Context, st, c.Args().First(), archiver.Options{
-			Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"),
-			Progress: e.progress("adding"), Limits: limits,
+			Name: c.String("name"), Tags: c.StringSlice("tag"), Message: c.String("message"),
+			Progress: e.progress("add"), Limits: limits,
 		})
 		if err != nil {
 			return err
@@ -85,9 +86,9 @@ func printAdded(e *env, res *archiver.Result) error {
 	for _, w := range res.Warnings {
 		e.note("warning: %s\n", safe(w))
 	}
-	e.printf("%s\n", res.Digest)
-	e.note("%s: %d files, %d tensors, %s logical, %s new (%d new blobs)\n",
-		res.Name, res.Files, res.Tensors, humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), res.NewBlobs)
+	e.result("%s\n", res.Digest)
+	e.note("%s: %s, %s, %s logical, %s new (%s)\n", res.Name, plural(res.Files, "file"), plural(res.Tensors, "tensor"),
+		humanBytes(res.LogicalBytes), humanBytes(res.NewBytes), plural(res.NewBlobs, "new blob"))
 	return nil
 }
 
@@ -95,9 +96,13 @@ func printAdded(e *env, res *archiver.Result) error {
 // cache snapshot, repo or hub; an Ollama manifest or models folder): one
 // version per model and revision, one progress display, a summary.
 func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.FileLayout, limits formats.Limits) error {
+	tags := c.StringSlice("tag")
+	if len(tags) > 1 {
+		return usageError("--tag is taken once with a %s add", lay.Name())
+	}
 	sum, err := layouts.Add(c.Context, st, lay, c.Args().First(), layouts.AddOptions{
-		Name: c.String("name"), Tag: c.String("tag"), Message: c.String("message"), Only: c.String("only"),
-		Progress: e.progress("adding"), Limits: limits,
+		Name: c.String("name"), Tag: strings.Join(tags, ""), Message: c.String("message"), Only: c.String("only"),
+		Progress: e.progress("add"), Limits: limits,
 	})
 	if sum == nil || err != nil && e.json {
 		return err // the error says how many were not added; stdout stays empty
@@ -125,7 +130,7 @@ func addLayout(e *env, c *cli.Context, st *store.Store, lay layout.FileLayout, l
 	for _, f := range sum.Failed {
 		e.note("not added: %s (%s): %s\n", safe(f.Name), safe(f.Path), safe(f.Error))
 	}
-	e.note("%s: %d versions, %s logical, %s new (%d new blobs), %s saved by dedup\n", lay.Name(), len(sum.Versions),
-		humanBytes(sum.LogicalBytes), humanBytes(sum.NewBytes), sum.NewBlobs, humanBytes(sum.SavedBytes))
+	e.note("%s: %s, %s logical, %s new (%s), %s saved by dedup\n", lay.Name(), plural(len(sum.Versions), "version"),
+		humanBytes(sum.LogicalBytes), humanBytes(sum.NewBytes), plural(sum.NewBlobs, "new blob"), humanBytes(sum.SavedBytes))
 	return err
 }

@@ -21,12 +21,12 @@ func TestReorderArgs(t *testing.T) {
 		{"mstore ls", "mstore ls"},
 		{"mstore --json", "mstore --json"},
 	} {
-		got, err := reorderArgs(app, strings.Fields(tc.in))
+		got, _, err := reorderArgs(app, strings.Fields(tc.in))
 		if err != nil || !slices.Equal(got, strings.Fields(tc.want)) {
 			t.Errorf("%q → %q, %v; want %q", tc.in, strings.Join(got, " "), err, tc.want)
 		}
 	}
-	if _, err := reorderArgs(app, []string{"mstore", "nosuch"}); !errors.Is(err, errs.SchemaError) {
+	if _, _, err := reorderArgs(app, []string{"mstore", "nosuch"}); !errors.Is(err, errs.SchemaError) {
 		t.Errorf("unknown command: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -44,7 +43,7 @@ var checkoutCommand = &cli.Command{
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
-			Tensors: c.StringSlice("tensors"), Progress: e.progress("checking out")}
+			Tensors: c.StringSlice("tensors"), Progress: e.progress("checkout")}
 		if s := c.String("max-shard-size"); s != "" {
 			if opts.MaxShardSize, err = parseSize(s); err != nil {
 				return err
@@ -129,7 +128,7 @@ func checkoutLayout(e *env, c *cli.Context, st *store.Store, name string, opts r
 func exportLayout(e *env, c *cli.Context, st *store.Store, vl layout.VersionLayout, opts restorer.Options) error {
 	for _, f := range c.Command.Flags {
 		if n := f.Names()[0]; n != "layout" && n != "force" && c.IsSet(n) {
-			return usageError(fmt.Sprintf("--layout %s writes the version as it was added; --%s is not taken with it (check out the converted model, add it, then write that)", vl.Name(), n))
+			return usageError("--layout %s writes the version as it was added; --%s is not taken with it (check out the converted model, add it, then write that)", vl.Name(), n)
 		}
 	}
 	d, err := names.Resolve(st, c.Args().Get(0))

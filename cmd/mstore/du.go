@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -75,7 +74,7 @@ func duVersion(c *cli.Context) error {
 		return e.printJSON(u)
 	}
 	e.printf("version  %s\nlogical  %s (its files)\nblobs    %s in %s\nunique   %s in %s no other named version needs\nshared   %s\n",
-		d, humanBytes(u.LogicalBytes), humanBytes(u.BlobBytes), plural(u.Blobs, "blob", "blobs"), humanBytes(u.UniqueBytes), plural(u.UniqueBlobs, "blob", "blobs"), humanBytes(u.SharedBytes))
+		d, humanBytes(u.LogicalBytes), humanBytes(u.BlobBytes), plural(u.Blobs, "blob"), humanBytes(u.UniqueBytes), plural(u.UniqueBlobs, "blob"), humanBytes(u.SharedBytes))
 	if len(u.HeldBy) == 0 {
 		e.printf("held by  no name: `mstore gc` frees it\n")
 		return nil
@@ -88,16 +87,8 @@ func duVersion(c *cli.Context) error {
 // printFrees says what gc would free after a change to the names.
 func printFrees(e *env, change string, est *gc.Estimate) {
 	e.printf("frees    %s on disk with `mstore gc` after %s (%s, %s raw); gc frees %s today\n",
-		humanBytes(est.FreesBytes), change, plural(est.FreesBlobs, "blob", "blobs"), humanBytes(est.FreesRawBytes), humanBytes(est.GCFreesNow))
+		humanBytes(est.FreesBytes), change, plural(est.FreesBlobs, "blob"), humanBytes(est.FreesRawBytes), humanBytes(est.GCFreesNow))
 	for _, v := range est.Unreadable {
 		e.printf("warning  version %s cannot be read, so gc keeps every blob: run `mstore fsck`\n", v.Version.Short())
 	}
-}
-
-// plural is "1 blob", "2 blobs".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,11 +17,12 @@ import (
 
 // env is what every command gets from the global flags.
 type env struct {
-	storeDir string
-	json     bool
-	quiet    bool
-	stdout   io.Writer
-	stderr   *os.File
+	storeDir     string
+	json         bool
+	quiet        bool
+	progressMode string // --progress: auto, json or none
+	stdout       io.Writer
+	stderr       *os.File
 }
 
 func newEnv(c *cli.Context) (*env, error) {
@@ -32,7 +34,13 @@ func newEnv(c *cli.Context) (*env, error) {
 		}
 		dir = d
 	}
-	return &env{storeDir: dir, json: c.Bool("json"), quiet: c.Bool("quiet"), stdout: c.App.Writer, stderr: os.Stderr}, nil
+	mode := c.String("progress")
+	switch mode {
+	case "auto", "json", "none":
+	default:
+		return nil, globalUsageError("--progress %q: give auto, json or none", mode)
+	}
+	return &env{storeDir: dir, json: c.Bool("json"), quiet: c.Bool("quiet"), progressMode: mode, stdout: c.App.Writer, stderr: os.Stderr}, nil
 }
 
 // open opens the store; create makes it on first write.
@@ -40,13 +48,20 @@ func (e *env) open(create bool) (*store.Store, error) {
 	return store.Open(e.storeDir, create, store.Options{})
 }
 
-// progress returns a terminal progress bar, or nil when output is for a
-// program (--json, --quiet) or stderr is not a terminal.
-func (e *env) progress(label string) progress.Reporter {
-	if e.json || e.quiet {
+// progress returns how the progress of action is shown on stderr: JSON
+// status lines with --progress=json, or with --json on a terminal (as
+// restic's --json); else a bar on a terminal; nothing in a pipe, with
+// --quiet or --progress=none.
+func (e *env) progress(action string) progress.Reporter {
+	switch {
+	case e.quiet || e.progressMode == "none":
+		return nil
+	case e.progressMode == "json", e.json && progress.IsTerminal(e.stderr):
+		return progress.New(e.stderr, action, progress.JSON)
+	case e.json:
 		return nil
 	}
-	return progress.ForTerminal(e.stderr, label)
+	return progress.ForTerminal(e.stderr, action)
 }
 
 // printJSON writes v as the command's one JSON document.
@@ -57,12 +72,23 @@ func (e *env) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
+// printf prints the command's report for a person, on stdout, unless
+// --quiet: every command honours --quiet here, in one place.
+func (e *env) printf(format string, args ...any) {
+	if !e.quiet {
+		io.WriteString(e.stdout, singularize(fmt.Sprintf(format, args...)))
+	}
+}
 
-// note prints a human remark on stderr unless --quiet or --json.
+// result prints what a script needs (add's digest, serve's URL), even with
+// --quiet.
+func (e *env) result(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
+
+// note prints a human remark on stderr unless --quiet or --json, or
+// --progress=json keeps stderr for JSON lines.
 func (e *env) note(format string, args ...any) {
-	if !e.quiet && !e.json {
-		fmt.Fprintf(e.stderr, format, args...)
+	if !e.quiet && !e.json && e.progressMode != "json" {
+		io.WriteString(e.stderr, singularize(fmt.Sprintf(format, args...)))
 	}
 }
 
@@ -91,7 +117,7 @@ func withStore(c *cli.Context, nargs int, usage string) (*env, *store.Store, err
 // needArgs checks the number of positional arguments.
 func needArgs(c *cli.Context, n int, usage string) error {
 	if c.NArg() != n {
-		return usageError("usage: mstore %s %s", c.Command.Name, usage)
+		return usageError("usage: %s", strings.TrimSpace("mstore "+c.Command.Name+" "+usage))
 	}
 	return nil
 }

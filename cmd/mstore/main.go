@@ -15,12 +15,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/names"
 )
 
 func main() {
@@ -39,10 +42,7 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	args, err := reorderArgs(app, os.Args)
-	if err == nil {
-		err = app.RunContext(ctx, args)
-	}
+	err := run(ctx, app, os.Args)
 	if err == nil && stdout.err != nil {
 		err = stdout.err
 	}
@@ -50,40 +50,132 @@ func main() {
 	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
 }
 
+// run checks and reorders the command line, runs it, and points a usage
+// error at the help of the command it was for.
+func run(ctx context.Context, app *cli.App, args []string) error {
+	if completing(args) {
+		// urfave/cli reads the completion flag as the last argument:
+		// reordering would move it.
+		return app.RunContext(ctx, args)
+	}
+	ordered, cmd, err := reorderArgs(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, ordered)
+	}
+	return withHelpPointer(err, cmd)
+}
+
 func newApp() *cli.App {
 	app := &cli.App{
-		Name:  "mstore",
-		Usage: "a content-addressed store for model weights",
+		Name:    "mstore",
+		Usage:   "a content-addressed store for model weights",
+		Version: buildVersion().String(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "store", Usage: "store directory (default $MSTORE_DIR, else $XDG_DATA_HOME/mstore)", EnvVars: []string{"MSTORE_DIR"}},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON document on stdout"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON document on stdout (on a terminal, progress goes to stderr as JSON lines)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only what scripts need"},
+			&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress of add, checkout, pull and push on stderr: auto (a bar on a terminal), json (one JSON status line at a time), none"},
 		},
-		Commands: []*cli.Command{
-			initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
-			tagCommand, rmCommand, cpCommand, mvCommand, diffCommand, duCommand,
-			gcCommand, fsckCommand, trimCommand, repackCommand,
-			pullCommand, pushCommand, remoteCommand, serveCommand,
-		},
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // main reports errors
-		OnUsageError:    onUsageError,
+		Commands:             commands(),
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // main reports errors
+		OnUsageError:         onUsageError,
 	}
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
 	}
+	addHelp(app)
 	return app
 }
 
-// onUsageError turns urfave/cli's flag errors into classified errors
-// instead of a help page on stdout.
-func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return usageError("%v", err)
+// commands is every command, in the order help lists them.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		initCommand, addCommand, checkoutCommand, lsCommand, showCommand, logCommand,
+		tagCommand, rmCommand, cpCommand, mvCommand, diffCommand, duCommand,
+		gcCommand, fsckCommand, trimCommand, repackCommand,
+		pullCommand, pushCommand, remoteCommand, serveCommand,
+		versionCommand, completionCommand, manCommand,
+	}
 }
 
-// usageError is a malformed command line.
+// onUsageError turns urfave/cli's flag errors into classified errors
+// instead of a help page on stdout. Go's flag package names a flag with
+// one dash; mstore's flags are written with two.
+func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
+	u := usageErrorOf(c, err)
+	u.global = !isSubcommand
+	return u
+}
+
+func usageErrorOf(c *cli.Context, err error) *usageErr {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var known []string
+		flags := c.App.Flags
+		if c.Command != nil && c.Command.Name != "" {
+			flags = append(append([]cli.Flag{}, c.Command.Flags...), c.App.Flags...)
+		}
+		for _, f := range flags {
+			known = append(known, f.Names()...)
+		}
+		msg = "unknown flag --" + name
+		if hint := names.DidYouMean(names.Nearest("--"+name, prefixed("--", known))); hint != "" {
+			msg += "; " + hint
+		}
+		return usageError("%s", msg).(*usageErr)
+	}
+	return usageError("%s", dashes(msg)).(*usageErr)
+}
+
+// dashes rewrites Go's one-dash flag names in a flag error to two.
+func dashes(msg string) string {
+	return oneDashFlag.ReplaceAllString(msg, "${1}--${2}")
+}
+
+var oneDashFlag = regexp.MustCompile(`(^|[\s:])-([a-z][a-z0-9-]+)`)
+
+func prefixed(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + strings.TrimPrefix(s, p)
+	}
+	return out
+}
+
+// usageError is a malformed command line. main adds where to read the
+// command's usage.
 func usageError(format string, args ...any) error {
-	return errs.New(errs.SchemaError, "", format+" (see `mstore --help`)", args...)
+	return &usageErr{err: errs.New(errs.SchemaError, "", format, args...)}
+}
+
+// globalUsageError is a malformed global flag: mstore --help lists them.
+func globalUsageError(format string, args ...any) error {
+	return &usageErr{err: errs.New(errs.SchemaError, "", format, args...), global: true}
+}
+
+type usageErr struct {
+	err    *errs.Error
+	global bool // about the global flags: mstore --help lists them
+}
+
+func (u *usageErr) Error() string { return u.err.Error() }
+func (u *usageErr) Unwrap() error { return u.err }
+
+// withHelpPointer ends a usage error with the help to read: the command's
+// own when the command is known, else mstore's.
+func withHelpPointer(err error, cmd string) error {
+	var u *usageErr
+	if !errors.As(err, &u) {
+		return err
+	}
+	where := "mstore --help"
+	if cmd != "" && !u.global {
+		where = "mstore " + cmd + " --help"
+	}
+	e := *u.err
+	e.Msg += fmt.Sprintf(" (see `%s`)", where)
+	return &e
 }
 
 // classOf classifies an error for the user. Errors of the machine itself
@@ -117,15 +209,12 @@ func report(w io.Writer, asJSON bool, err error) int {
 		return int(status) // an answer, not an error (diff --exit-code)
 	}
 	key, code := classOf(err)
-	msg := err.Error()
+	msg := singularize(userMessage(err))
 	if asJSON {
 		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"class": key, "message": msg}})
 		return code
 	}
-	if errs.ClassOf(err) == 0 {
-		msg = key + ": " + msg
-	}
-	fmt.Fprintf(w, "mstore: %s\n", safeLines(msg)) // names in messages come from model files
+	fmt.Fprintf(w, "mstore: %s: %s\n", key, safeLines(msg)) // names in messages come from model files
 	return code
 }
 
@@ -148,7 +237,7 @@ func defaultStoreDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", usageError("no --store, $MSTORE_DIR or home directory to put the store in")
+		return "", globalUsageError("no --store, $MSTORE_DIR or home directory to put the store in")
 	}
 	return filepath.Join(home, ".local", "share", "mstore"), nil
 }

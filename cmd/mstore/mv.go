@@ -32,7 +32,7 @@ var mvCommand = &cli.Command{
 		if e.quiet {
 			return nil
 		}
-		e.printf("renamed %s to %s (%s)\n", safe(from), safe(to), plural(moved, "history entry", "history entries"))
+		e.printf("renamed %s to %s (%s)\n", safe(from), safe(to), plural(moved, "history entry"))
 		return nil
 	},
 }

@@ -58,7 +58,7 @@ var remoteCommand = &cli.Command{
 					return e.printJSON(map[string]any{"remotes": list})
 				}
 				for _, n := range list {
-					e.printf("%s\t%s\n", n.Name, n.URL)
+					e.result("%s\t%s\n", n.Name, n.URL)
 				}
 				return nil
 			},

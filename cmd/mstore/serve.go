@@ -87,7 +87,7 @@ var serveCommand = &cli.Command{
 		if e.json {
 			e.printJSON(map[string]any{"url": url, "serving": what, "push": o.AllowPush})
 		} else {
-			e.printf("serving %s on %s\n", what, url)
+			e.result("serving %s on %s\n", what, url)
 		}
 		if o.Web != nil {
 			e.note("web view: %s/ (read-only)\n", url)

@@ -82,7 +82,11 @@ var showCommand = &cli.Command{
 		if e.json {
 			return e.printJSON(out)
 		}
-		e.printf("version %s\nformat  %s\nsize    %s in %d files, %d tensors\n", d, safe(m.Format), humanBytes(out.LogicalBytes), len(m.Files), len(m.Tensors))
+		if e.quiet {
+			e.result("%s\n", d) // what a script resolves a name for
+			return nil
+		}
+		e.printf("version %s\nformat  %s\nsize    %s in %s, %s\n", d, safe(m.Format), humanBytes(out.LogicalBytes), plural(len(m.Files), "file"), plural(len(m.Tensors), "tensor"))
 		// Where it came from (a layout's metadata: hub revision, ollama
 		// name); a long value (a recorded manifest) by its length.
 		for _, k := range slices.Sorted(maps.Keys(m.Meta)) {
@@ -109,11 +113,11 @@ var showCommand = &cli.Command{
 			if out.SHA256 != nil {
 				sum = "\t" + out.SHA256[f.Path]
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s%s\n", safe(f.Path), safe(string(f.Role)), f.Size, f.Digest.Short(), sum)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", safe(f.Path), safe(string(f.Role)), humanBytes(f.Size), f.Digest.Short(), sum)
 		}
-		fmt.Fprintf(tw, "\nTENSOR\tDTYPE\tSHAPE\tBYTES\tDIGEST\n")
+		fmt.Fprintf(tw, "\nTENSOR\tDTYPE\tSHAPE\tSIZE\tDIGEST\n")
 		for _, t := range m.Tensors {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", safe(t.Name), safe(t.DType), shapeString(t.Shape), t.Size, t.Digest.Short())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(t.Name), safe(t.DType), shapeString(t.Shape), humanBytes(t.Size), t.Digest.Short())
 		}
 		return tw.Flush()
 	},

@@ -86,7 +86,7 @@ func trimDryRun(c *cli.Context, e *env, st *store.Store, list []string, keep int
 		return e.printJSON(out)
 	}
 	for _, t := range out.Trims {
-		e.printf("%s: would drop %s, keep %d\n", safe(t.Name), plural(t.Removed, "history entry", "history entries"), t.Kept)
+		e.printf("%s: would drop %s, keep %d\n", safe(t.Name), plural(t.Removed, "history entry"), t.Kept)
 	}
 	printEstimate(e, "the trim", est)
 	return nil

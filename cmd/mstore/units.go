@@ -4,11 +4,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mstore/mstore/internal/sizes"
+	"github.com/mstore/mstore/internal/progress"
 )
 
-// humanBytes prints n with a decimal unit, as `du -h --si` would.
-func humanBytes(n int64) string { return sizes.Human(n) }
+// humanBytes prints n with a decimal unit, as `du -h --si` would; the
+// progress bar prints sizes the same way.
+func humanBytes(n int64) string { return progress.HumanBytes(n) }
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,

@@ -33,8 +33,9 @@ import (
 
 // Options say how to add a model.
 type Options struct {
-	Name    string // the ref to move; defaults to the path's base name
-	Tag     string // an optional tag to create at the new version
+	Name    string   // the ref to move; defaults to the path's base name
+	Tag     string   // an optional tag to create at the new version
+	Tags    []string // more tags to create at it (add --tag given several times)
 	Message string
 	// Workers bounds the chunks hashed and written at once; zero means one
 	// more than the number of CPUs.
@@ -56,7 +57,8 @@ type Options struct {
 // Result describes what an add did.
 type Result struct {
 	Name         string         `json:"name"`
-	Tag          string         `json:"tag,omitempty"`
+	Tag          string         `json:"tag,omitempty"`  // the first tag
+	Tags         []string       `json:"tags,omitempty"` // every tag created, when several
 	Digest       objects.Digest `json:"digest"`
 	Format       string         `json:"format"`
 	Files        int            `json:"files"`
@@ -76,8 +78,8 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if _, err := refs.ParseName(opts.Name); err != nil {
 		return nil, err
 	}
-	if opts.Tag != "" {
-		if _, err := refs.ParseTag(opts.Tag); err != nil {
+	for _, t := range opts.allTags() {
+		if _, err := refs.ParseTag(t); err != nil {
 			return nil, err
 		}
 	}
@@ -165,6 +167,12 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 
 	res := &Result{Name: opts.Name, Tag: opts.Tag, Digest: digest, Format: layout.Format,
 		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: append([]string{}, formatWarnings...)}
+	if all := opts.allTags(); len(all) > 0 {
+		res.Tag = all[0]
+		if len(all) > 1 {
+			res.Tags = all
+		}
+	}
 	for _, r := range written {
 		res.NewBytes += r.Size
 		res.NewBlobs++
@@ -203,8 +211,8 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 			}
 			res.Moved = true
 		}
-		if opts.Tag != "" {
-			if _, err := refs.Tag(tx, opts.Name, opts.Tag, digest); err != nil {
+		for _, t := range opts.allTags() {
+			if _, err := refs.Tag(tx, opts.Name, t, digest); err != nil {
 				return err
 			}
 		}
@@ -239,23 +247,31 @@ func parse(codec formats.Codec, dir formats.Dir, claimed []string) (*formats.Lay
 // checkTagFree refuses, before anything is written, a --tag that already
 // names another version. (The commit checks again, inside its transaction.)
 func checkTagFree(st *store.Store, opts Options, d objects.Digest) error {
-	if opts.Tag == "" {
-		return nil
-	}
 	return st.View(func(tx *bolt.Tx) error {
-		spec := refs.Spec{Kind: refs.KindTag, Name: opts.Name, Tag: opts.Tag}
-		cur, err := refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
-		if errs.ClassOf(err) == errs.NotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if cur != d {
-			return errs.New(errs.Conflict, "add", "tag %s:%s already names %s; tags never move (choose another tag)", opts.Name, opts.Tag, cur.Short())
+		for _, t := range opts.allTags() {
+			spec := refs.Spec{Kind: refs.KindTag, Name: opts.Name, Tag: t}
+			cur, err := refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
+			if errs.ClassOf(err) == errs.NotFound {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if cur != d {
+				return errs.New(errs.Conflict, "add", "tag %s:%s already names %s; tags never move (choose another tag)", opts.Name, t, cur.Short())
+			}
 		}
 		return nil
 	})
+}
+
+// allTags is Tag and Tags, in order.
+func (o Options) allTags() []string {
+	var all []string
+	if o.Tag != "" {
+		all = append(all, o.Tag)
+	}
+	return append(all, o.Tags...)
 }
 
 // DefaultName is the ref name an add uses without --name: the base name of
@@ -294,8 +310,25 @@ func chooseCodec(dir *modeldir.Dir, path string) (formats.Codec, []string, error
 			return c, files, nil
 		}
 	}
-	return nil, nil, errs.New(errs.UnsupportedVersion, "add",
-		"%s holds no model container this build takes (%s)", path, codecs.Describe())
+	if dir.Single {
+		return nil, nil, errs.New(errs.UnsupportedVersion, "add",
+			"%s is not a model container this build takes (%s)", path, codecs.Describe())
+	}
+	// A directory without a model is a model not found (not_found), as an
+	// empty directory most often is a wrong path, not an unknown format.
+	looked := codecs.Extensions()
+	for i, ext := range looked {
+		looked[i] = "*" + ext
+	}
+	what := "it is empty"
+	switch n := len(dir.Files); {
+	case n == 1:
+		what = "it holds one other file"
+	case n > 1:
+		what = fmt.Sprintf("it holds %d other files", n)
+	}
+	return nil, nil, errs.New(errs.NotFound, "add",
+		"no model found in %s (%s; looked for %s)", path, what, strings.Join(looked, ", "))
 }
 
 // claimsOf is what c claims of this model: inside a directory, a codec

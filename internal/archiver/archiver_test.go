@@ -105,8 +105,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{h5, errs.UnsupportedVersion, "run code"},
 		{engine, errs.UnsupportedVersion, "TensorRT"},
-		{empty, errs.UnsupportedVersion, "no model container"},
-		{text, errs.UnsupportedVersion, "no model container"},
+		{empty, errs.NotFound, "no model found in " + empty + " (it is empty; looked for *.safetensors"},
+		{text, errs.UnsupportedVersion, "not a model container"},
 		{linked, errs.PathTraversal, "symbolic link"},
 		{filepath.Join(root, "missing"), errs.NotFound, "does not exist"},
 	} {

@@ -225,6 +225,15 @@ type Expander interface {
 	Expand(m *objects.Manifest, opts WriteOptions) ([]Expanded, error)
 }
 
+// NonTensorHolder is a codec whose versions may hold values that are not
+// tensors (a PyTorch checkpoint's epoch or config), which a re-layout with
+// --drop-non-tensors leaves out: NonTensors describes them, for the
+// checkout to say what it left out.
+type NonTensorHolder interface {
+	Codec
+	NonTensors(m *objects.Manifest) ([]string, error)
+}
+
 // Encoder is a codec whose stored files may be written in an encoding
 // (File.Meta[MetaCompression]); Encoding returns the canonical writer of
 // that encoding.

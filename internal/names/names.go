@@ -21,7 +21,7 @@ func Resolve(st *store.Store, name string) (objects.Digest, error) {
 		return objects.Digest{}, err
 	}
 	var d objects.Digest
-	err = st.View(func(tx *bolt.Tx) error {
+	err = resolveView(st, spec, func(tx *bolt.Tx) error {
 		d, err = refs.Resolve(tx, spec, store.ManifestIndex{Tx: tx})
 		return err
 	})
@@ -44,7 +44,7 @@ func Load(st *store.Store, name string) (objects.Digest, *objects.Manifest, erro
 
 // History is a ref's history, newest first.
 func History(st *store.Store, name string) (entries []refs.Entry, err error) {
-	err = st.View(func(tx *bolt.Tx) error {
+	err = resolveView(st, refs.Spec{Kind: refs.KindRef, Name: name}, func(tx *bolt.Tx) error {
 		entries, err = refs.History(tx, name)
 		return err
 	})
@@ -116,11 +116,15 @@ func Tag(st *store.Store, name, tag string, d objects.Digest) (created bool, err
 
 // Remove removes the ref name, or, when isTag, the tag NAME:TAG.
 func Remove(st *store.Store, name, tag string, isTag bool) error {
+	spec := refs.Spec{Kind: refs.KindRef, Name: name}
+	if isTag {
+		spec = refs.Spec{Kind: refs.KindTag, Name: name, Tag: tag}
+	}
 	return st.Update(func(tx *bolt.Tx) error {
 		if isTag {
-			return refs.RemoveTag(tx, name, tag)
+			return withSuggestion(tx, spec, refs.RemoveTag(tx, name, tag))
 		}
-		return refs.RemoveRef(tx, name)
+		return withSuggestion(tx, spec, refs.RemoveRef(tx, name))
 	})
 }
 

@@ -146,6 +146,24 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 		return nil, err
 	}
 	p.files, p.note = append(p.files, extraFiles(planned.Extra)...), planned.Note
+	if wo.DropNonTensors {
+		// What the checkout would have refused to lose, said once it is
+		// lost: the source's own values, and what the target cannot carry.
+		var left []string
+		if c, _ := codecByName(m.Format); c != nil {
+			if h, ok := c.(formats.NonTensorHolder); ok {
+				if left, err = h.NonTensors(m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if req.From != nil {
+			left = append(left, req.From.Kept...)
+		}
+		if len(left) > 0 {
+			p.note = joinNotes(p.note, "--drop-non-tensors left out "+strings.Join(left, "; "))
+		}
+	}
 	for _, f := range m.Files {
 		if f.Role == objects.RoleOther && planned.Extra[f.Path] == nil {
 			p.files = append(p.files, storedFile(m, f))

@@ -102,6 +102,9 @@ func (s *Store) Dir() string { return s.dir }
 // at most a temp file, and of two commands creating the same store at once
 // one index wins and the other command uses it.
 func (s *Store) create() error {
+	if err := checkNewStoreDir(s.dir); err != nil {
+		return err
+	}
 	for _, d := range []string{s.dir, filepath.Join(s.dir, objectsDir), filepath.Join(s.dir, tmpDir)} {
 		if err := s.fs.MkdirAll(d); err != nil {
 			return fmt.Errorf("store: create: %w", err)

@@ -101,8 +101,6 @@ func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.E
 		return errs.New(errs.IntegrityError, "checkout", "%s: checkpoint metadata: "+format, append([]any{f.Path}, args...)...)
 	}
 	var out []formats.Expanded
-	var other []string
-	otherCount := 0
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
@@ -152,19 +150,49 @@ func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.E
 		for _, x := range list {
 			out = append(out, *x)
 		}
-		if fm.Other != nil {
-			otherCount += fm.Other.Count
-			names := strings.Join(fm.Other.Names, ", ")
-			if fm.Other.Count > len(fm.Other.Names) {
-				names += ", …"
-			}
-			other = append(other, fmt.Sprintf("%s: %s", f.Path, names))
-		}
 	}
-	if otherCount > 0 && !opts.DropNonTensors {
+	if opts.DropNonTensors {
+		return out, nil
+	}
+	otherCount, other, err := otherValues(m)
+	if err != nil {
+		return nil, err
+	}
+	if otherCount > 0 {
 		return nil, errs.New(errs.LossyConversion, "checkout",
 			"the checkpoint holds %d values that are not tensors (%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
 			otherCount, strings.Join(other, "; "))
 	}
 	return out, nil
+}
+
+// NonTensors describes the checkpoint's values that are not tensors, which
+// a checkout with --drop-non-tensors leaves out (formats.NonTensorHolder).
+func (codec) NonTensors(m *objects.Manifest) ([]string, error) {
+	_, other, err := otherValues(m)
+	return other, err
+}
+
+// otherValues counts and describes, file by file, the values of m's
+// checkpoints that are not tensors.
+func otherValues(m *objects.Manifest) (count int, described []string, err error) {
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer {
+			continue
+		}
+		fm, err := DecodeMeta(f.Meta)
+		if err != nil {
+			return 0, nil, err
+		}
+		if fm.Other == nil {
+			continue
+		}
+		count += fm.Other.Count
+		names := strings.Join(fm.Other.Names, ", ")
+		if fm.Other.Count > len(fm.Other.Names) {
+			names += ", …"
+		}
+		described = append(described, fmt.Sprintf("%s: %s", f.Path, names))
+	}
+	return count, described, nil
 }

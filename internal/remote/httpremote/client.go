@@ -225,7 +225,7 @@ func (c *Client) classify(he *httpError) error {
 	msg := he.doc.Error.Message
 	switch {
 	case he.status == http.StatusUnauthorized:
-		return errs.New(errs.Unauthorized, "remote", "%s refused the request (HTTP 401): %s; give the token with --token-file or MSTORE_TOKEN", c.where(), msg)
+		return errs.New(errs.Unauthorized, "remote", "%s refused the request (HTTP 401): %s", c.where(), msg)
 	case he.status == http.StatusForbidden:
 		return errs.New(errs.Unauthorized, "remote", "%s refused the request (HTTP 403): %s", c.where(), msg)
 	}
