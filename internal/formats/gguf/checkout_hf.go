@@ -121,7 +121,16 @@ func (h *hfGGUF) apply(src []objects.Tensor, in []formats.Tensor, tr []formats.T
 		}
 	}
 	if !h.kept { // kept ones had general.file_type updated by withFileType
-		kvs = h.c.KVs(fileType)
+		// The converter's key/values, then the source's __metadata__
+		// entries (convertedModel) it does not set, which are kept too
+		// (but for the "format" marker, as into every target).
+		conv := h.c.KVs(fileType)
+		for _, kv := range kvs {
+			if !hasKey(conv, kv.Key) && kv.Key != stMetaPrefix+"format" {
+				conv = append(conv, kv)
+			}
+		}
+		kvs = conv
 	}
 	return in, tr, kvs
 }
