@@ -1,11 +1,13 @@
 package main
 
 import (
+	"path"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/restorer"
 )
 
@@ -47,6 +49,9 @@ var checkoutCommand = &cli.Command{
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
 		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
 		opts.DropNonTensors, opts.Extract = c.Bool("drop-non-tensors"), c.Bool("extract")
+		if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil && spec.Kind != refs.KindDigest {
+			opts.Name = path.Base(spec.Name) // a conversion's model name (GGUF general.name)
+		}
 		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
 			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
 		}

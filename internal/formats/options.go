@@ -57,6 +57,11 @@ type WriteOptions struct {
 	Clamp           bool
 	DropNonTensors  bool
 	Extract         bool
+	// Name is the model's name, the ref checked out ("" for a digest),
+	// which a conversion names the model by where the format has a name
+	// (GGUF's general.name, as llama.cpp's converter takes the model
+	// directory's).
+	Name string
 }
 
 // Set lists the options that o sets, in a fixed order.

@@ -63,6 +63,9 @@ type Options struct {
 	// Extract writes an MPK archive's validated tree (etc/, lib/, share/)
 	// instead of the archive.
 	Extract bool
+	// Name is the name of the ref checked out, if it was one: a
+	// conversion's model name (formats.WriteOptions.Name).
+	Name string
 
 	// Force replaces a destination that holds an earlier checkout of this
 	// store, unchanged since; anything else there is refused (conflict).
@@ -77,7 +80,7 @@ func (o Options) write() formats.WriteOptions {
 	return formats.WriteOptions{MaxShardSize: o.MaxShardSize, Tensors: o.Tensors, Alignment: o.Alignment,
 		ExternalData: o.ExternalData, InlineData: o.InlineData, SizeThreshold: o.SizeThreshold,
 		SplitMaxTensors: o.SplitMaxTensors, SplitMaxSize: o.SplitMaxSize, DType: o.DType, Clamp: o.Clamp,
-		DropNonTensors: o.DropNonTensors, Extract: o.Extract}
+		DropNonTensors: o.DropNonTensors, Extract: o.Extract, Name: o.Name}
 }
 
 // Result describes a checkout.

@@ -103,8 +103,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		if tr != nil {
 			kvs = withFileType(kvs, in)
 		}
+		sources := m.tensors
 		if m.hf != nil {
-			in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
+			sources, in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
 		}
 		l, err := Plan(in, PlanOptions{Name: m.name, Version: m.version, KVs: kvs, Alignment: req.Options.Alignment,
 			SplitMaxTensors: req.Options.SplitMaxTensors, SplitMaxSize: splitSize})
@@ -125,7 +126,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 			out.Layout.Files = append(out.Layout.Files, f)
 		}
 		out.Layout.Tensors = append(out.Layout.Tensors, l.Tensors...)
-		out.Sources = append(out.Sources, m.tensors...)
+		out.Sources = append(out.Sources, sources...)
 		if tr == nil {
 			tr = make([]formats.Transform, len(in))
 		}
