@@ -173,8 +173,9 @@ func TestHParams(t *testing.T) {
 		t.Fatalf("vocab_size 2^30: %v", err)
 	}
 	// rope_scaling llama3 gives a rope_freqs tensor, no key/value.
+	plain, _, _ := hparamKVs("llama", cfg)
 	cfg.Fields["rope_scaling"] = json.RawMessage(`{"rope_type": "llama3", "factor": 8.0}`)
-	if kvs2, hp, err := hparamKVs("llama", cfg); err != nil || len(hp.ropeFreqs) == 0 || len(kvs2) != len(kvs) {
+	if kvs2, hp, err := hparamKVs("llama", cfg); err != nil || len(hp.ropeFreqs) == 0 || len(kvs2) != len(plain) {
 		t.Fatalf("llama3 rope scaling: %v, %d factors", err, len(hp.ropeFreqs))
 	}
 	cfg.Fields["rope_scaling"] = json.RawMessage(`{"type": "linear", "factor": 4.0}`)
