@@ -192,8 +192,9 @@ func f32Values(seed uint64, n int, scale, offset float32) []byte {
 
 // hfModel writes an HF directory: config.json, the tokenizer files
 // rebuilt from a real vocabulary GGUF, and model.safetensors with small
-// random weights of a one-layer model (GQA: 2 heads, 1 KV head).
-func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied bool) {
+// random weights of a one-layer model (GQA: 2 heads, 1 KV head); extra
+// are more config.json fields ("rope_scaling": {...}).
+func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied bool, extra ...string) {
 	t.Helper()
 	b, err := os.ReadFile(vocabFile)
 	if err != nil {
@@ -221,8 +222,8 @@ func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied
 	const hidden, ffn, heads, kvHeads = 16, 32, 2, 1 // head_dim 8: Permute is not its own inverse
 	files["config.json"] = fmt.Appendf(nil, `{"architectures": [%q], "model_type": "x", "hidden_size": %d, "intermediate_size": %d,
   "num_hidden_layers": 1, "num_attention_heads": %d, "num_key_value_heads": %d, "max_position_embeddings": 256,
-  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "vocab_size": %d, "tie_word_embeddings": %v, "torch_dtype": "bfloat16"}`,
-		arch, hidden, ffn, heads, kvHeads, vocab, tied)
+  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "vocab_size": %d, "tie_word_embeddings": %v, "torch_dtype": "bfloat16"%s}`,
+		arch, hidden, ffn, heads, kvHeads, vocab, tied, strings.Join(append([]string{""}, extra...), ", "))
 	w := func(name string, seed uint64, shape ...int64) tensor {
 		n := 1
 		for _, d := range shape {
@@ -279,7 +280,10 @@ func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied
 // --format gguf as files llama.cpp loads and evaluates, that tokenize
 // llamaText exactly as the vocabulary file does, with llama.cpp's tensor
 // names and key/values, q/k permuted (llama) and 1-D tensors in F32
-// (BF16 source; --dtype f16).
+// (BF16 source; --dtype f16); rope scaling as the converter writes it
+// (linear and yarn as key/values, llama3 as a rope_freqs tensor), and
+// general.name from the ref (the model directory's name) as the
+// converter's metadata heuristics make it.
 func TestLlamaCppRunsHFConversions(t *testing.T) {
 	vocabs := sharedTestdata(t, "gguf")
 	tmp := t.TempDir()
@@ -288,14 +292,28 @@ func TestLlamaCppRunsHFConversions(t *testing.T) {
 		name, vocab, arch, dtype string
 		bias, tied               bool
 		args                     []string
+		config                   string // more config.json
+		kvs                      []string
+		title                    string // general.name
 	}{
-		{"hf-llama", "ggml-vocab-llama-spm.gguf", "LlamaForCausalLM", "BF16", false, false, nil},
-		{"hf-qwen2", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, []string{"--dtype", "f16"}},
+		{"hf-llama", "ggml-vocab-llama-spm.gguf", "LlamaForCausalLM", "BF16", false, false, nil, "", nil, "Hf Llama"},
+		{"hf-qwen2", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, []string{"--dtype", "f16"}, "", nil, "Hf Qwen2"},
+		{"Llama-3.1-tiny", "ggml-vocab-llama-spm.gguf", "LlamaForCausalLM", "BF16", false, false, nil,
+			`"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}`, nil, "Llama 3.1 Tiny"},
+		{"hf-mistral-linear", "ggml-vocab-llama-spm.gguf", "MistralForCausalLM", "BF16", false, false, nil,
+			`"rope_scaling": {"type": "linear", "factor": 2.0}`, []string{"llama.rope.scaling.type", "llama.rope.scaling.factor"}, "Hf Mistral Linear"},
+		{"hf-qwen2-yarn", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, nil,
+			`"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}`,
+			[]string{"qwen2.rope.scaling.type", "qwen2.rope.scaling.factor", "qwen2.rope.scaling.original_context_length"}, "Hf Qwen2 Yarn"},
 	}
 	var models []llamaModel
 	for _, tc := range cases {
 		dir := filepath.Join(tmp, tc.name)
-		hfModel(t, dir, filepath.Join(vocabs, tc.vocab), tc.arch, tc.dtype, tc.bias, tc.tied)
+		var extra []string
+		if tc.config != "" {
+			extra = append(extra, tc.config)
+		}
+		hfModel(t, dir, filepath.Join(vocabs, tc.vocab), tc.arch, tc.dtype, tc.bias, tc.tied, extra...)
 		c.add(dir, "--name", tc.name)
 		out := filepath.Join(tmp, tc.name+"-gguf")
 		c.ok(append([]string{"checkout", tc.name, out, "--format", "gguf"}, tc.args...)...)
@@ -304,29 +322,43 @@ func TestLlamaCppRunsHFConversions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		arch := map[string]string{"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}[tc.arch]
+		arch := map[string]string{"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}[tc.arch]
 		keys := map[string]bool{}
 		for _, kv := range kvs {
 			keys[kv.Key] = true
+			if kv.Key == "general.name" && kv.Value.Strs[0] != tc.title {
+				t.Errorf("%s: general.name %q, want %q", tc.name, kv.Value.Strs[0], tc.title)
+			}
 		}
-		for _, k := range []string{"general.architecture", "general.file_type", arch + ".block_count", arch + ".attention.head_count_kv",
-			arch + ".embedding_length", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.eos_token_id"} {
+		for _, k := range append([]string{"general.architecture", "general.name", "general.file_type", arch + ".block_count", arch + ".attention.head_count_kv",
+			arch + ".embedding_length", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.eos_token_id"}, tc.kvs...) {
 			if !keys[k] {
 				t.Errorf("%s: no %s in %v", tc.name, k, keysOfKVs(kvs))
 			}
 		}
-		for _, tn := range l.Tensors {
+		llama3 := strings.Contains(tc.config, "llama3")
+		for i, tn := range l.Tensors {
+			if tn.Name == gguf.RopeFreqsTensor && llama3 && i == 0 && tn.DType == "F32" && fmt.Sprint(tn.Shape) == "[4]" {
+				continue // head_dim 8: 4 factors, first as the converter writes it
+			}
 			if !strings.HasPrefix(tn.Name, "blk.") && tn.Name != "token_embd.weight" && tn.Name != "output.weight" && tn.Name != "output_norm.weight" {
-				t.Errorf("%s: tensor %s keeps an HF name", tc.name, tn.Name)
+				t.Errorf("%s: tensor %s (%s %v, at %d) keeps an HF name or is not the converter's", tc.name, tn.Name, tn.DType, tn.Shape, i)
 			}
 			if len(tn.Shape) == 1 && tn.DType != "F32" {
 				t.Errorf("%s: 1-D tensor %s is %s", tc.name, tn.Name, tn.DType)
 			}
 		}
-		if n := len(l.Tensors); tc.tied && n != 14 || !tc.tied && n != 12 { // inv_freq left out; tied: no output.weight
-			t.Errorf("%s: %d tensors", tc.name, n)
+		want := 12 // inv_freq left out; tied: no output.weight
+		if tc.tied {
+			want = 14
 		}
-		if tc.arch == "LlamaForCausalLM" {
+		if llama3 {
+			want++
+		}
+		if n := len(l.Tensors); n != want {
+			t.Errorf("%s: %d tensors, want %d", tc.name, n, want)
+		}
+		if tc.name == "hf-llama" {
 			checkHFToGGUFTensors(t, dir, l, files)
 			// Dedup: new are the GGUF frame, q and k (permuted), the 3
 			// widened norms and the manifest; the rest are the HF blobs.
