@@ -302,7 +302,7 @@ func TestLlamaCppRunsHFConversions(t *testing.T) {
 			`"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}`, nil, "Llama 3.1 Tiny"},
 		{"hf-mistral-linear", "ggml-vocab-llama-spm.gguf", "MistralForCausalLM", "BF16", false, false, nil,
 			`"rope_scaling": {"type": "linear", "factor": 2.0}`, []string{"llama.rope.scaling.type", "llama.rope.scaling.factor"}, "Hf Mistral Linear"},
-		{"hf-qwen2-yarn", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, nil,
+		{"hf-qwen2-yarn", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, []string{"--dtype", "f16"},
 			`"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}`,
 			[]string{"qwen2.rope.scaling.type", "qwen2.rope.scaling.factor", "qwen2.rope.scaling.original_context_length"}, "Hf Qwen2 Yarn"},
 	}
@@ -369,14 +369,24 @@ func TestLlamaCppRunsHFConversions(t *testing.T) {
 		models = append(models, llamaModel{path: filepath.Join(vocabs, tc.vocab), vocabOnly: true}, llamaModel{path: firstGGUF(t, out)})
 	}
 	out := llamaRun(t, 3, models...)
+	logits := map[string]string{} // the first step's, by case
 	for i := 0; i < len(out); i += 2 {
 		vocab, conv := out[i], out[i+1]
 		if len(vocab.Tokens) < 10 || !sameInts(conv.Tokens, vocab.Tokens) {
 			t.Errorf("%s tokenizes %q as %v, its vocabulary %s as %v", conv.Path, llamaText, conv.Tokens, vocab.Path, vocab.Tokens)
 		}
 		t.Logf("%s: tokens %v (as its vocabulary), greedy %v", filepath.Base(filepath.Dir(conv.Path)), conv.Tokens, conv.Greedy)
-		if len(conv.Greedy) != 3 {
+		if len(conv.Greedy) != 3 || len(conv.Steps) == 0 {
 			t.Errorf("%s: evaluation gave %v", conv.Path, conv.Greedy)
+			continue
+		}
+		logits[cases[i/2].name] = conv.Steps[0].SHA256
+	}
+	// The same weights with rope scaling: llama.cpp reads the scaling
+	// (rope_freqs, the key/values), so that its logits change.
+	for scaled, plain := range map[string]string{"Llama-3.1-tiny": "hf-llama", "hf-mistral-linear": "hf-llama", "hf-qwen2-yarn": "hf-qwen2"} {
+		if logits[scaled] == "" || logits[scaled] == logits[plain] {
+			t.Errorf("%s: llama.cpp's logits are those of %s without rope scaling (%s)", scaled, plain, logits[plain])
 		}
 	}
 }
