@@ -551,25 +551,44 @@ func TestHFToGGUFNotConvertedSaysSo(t *testing.T) {
 	}
 }
 
-// TestDTypeUpdatesTorchDType: a SafeTensors checkout with --dtype writes
-// config.json with torch_dtype set to the new dtype (the rest of the file
-// as it was), so that adding the result raises no torch_dtype warning;
-// before, the cast model failed mstore's own AP-5 check.
+// TestDTypeUpdatesTorchDType: a checkout with --dtype, into every target
+// that casts (SafeTensors, PyTorch, GGUF, .npz, and a GGUF version with
+// its own config.json converted to HF), writes config.json with
+// torch_dtype set to the new dtype (the rest of the file as it was), so
+// that adding the result raises no torch_dtype warning; before, the cast
+// model failed mstore's own AP-5 check.
 func TestDTypeUpdatesTorchDType(t *testing.T) {
 	vocab := filepath.Join(sharedTestdata(t, "gguf"), "ggml-vocab-llama-spm.gguf")
 	dir := filepath.Join(t.TempDir(), "hf")
 	hfModel(t, dir, vocab, "LlamaForCausalLM", "BF16", false, false)
 	c := newCLI(t)
 	c.add(dir, "--name", "m")
-	out := filepath.Join(t.TempDir(), "f16")
-	c.ok("checkout", "m", out, "--dtype", "f16")
 	before, _ := os.ReadFile(filepath.Join(dir, "config.json"))
-	after, _ := os.ReadFile(filepath.Join(out, "config.json"))
-	if want := bytes.Replace(before, []byte(`"torch_dtype": "bfloat16"`), []byte(`"torch_dtype": "float16"`), 1); !bytes.Equal(after, want) {
-		t.Fatalf("config.json after --dtype f16:\n%s", after)
-	}
-	if res := c.add(out, "--name", "m-f16"); len(res.Warnings) != 0 {
-		t.Fatalf("adding the cast checkout warns: %v", res.Warnings)
+	// A GGUF version with its own config.json, converted back to HF.
+	ggufDir := filepath.Join(t.TempDir(), "g")
+	c.ok("checkout", "m", ggufDir, "--format", "gguf")
+	c.add(ggufDir, "--name", "g")
+	for _, k := range []struct {
+		ref, torch string
+		args       []string
+	}{
+		{"m", "float16", []string{"--dtype", "f16"}},
+		{"m", "float16", []string{"--format", "pytorch", "--dtype", "f16"}},
+		{"m", "float16", []string{"--format", "gguf", "--dtype", "f16"}},
+		{"m", "float32", []string{"--format", "npz", "--dtype", "f32"}},
+		{"g", "float16", []string{"--format", "safetensors", "--dtype", "f16"}},
+	} {
+		out := filepath.Join(t.TempDir(), "cast")
+		c.ok(append([]string{"checkout", k.ref, out}, k.args...)...)
+		after, _ := os.ReadFile(filepath.Join(out, "config.json"))
+		if want := bytes.Replace(before, []byte(`"torch_dtype": "bfloat16"`), []byte(`"torch_dtype": "`+k.torch+`"`), 1); !bytes.Equal(after, want) {
+			t.Errorf("%s %v: config.json:\n%s", k.ref, k.args, after)
+		}
+		if k.ref == "m" && len(k.args) == 2 {
+			if res := c.add(out, "--name", "m-f16"); len(res.Warnings) != 0 {
+				t.Errorf("adding the cast checkout warns: %v", res.Warnings)
+			}
+		}
 	}
 	// Without --dtype the stored config.json is written as it is.
 	same := filepath.Join(t.TempDir(), "same")

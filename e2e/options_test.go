@@ -140,3 +140,42 @@ func TestLossyConversionsSayWhatIsLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestVocabOnlyGGUF: a GGUF of a vocabulary (no tensors) re-lays out
+// (split, alignment) byte for byte, converts to SafeTensors (with the
+// tokenizer files of a llama-family vocabulary) and back to the original
+// file, and is refused where the target would hold nothing (PyTorch,
+// .npz) or the option has nothing to act on (--dtype).
+func TestVocabOnlyGGUF(t *testing.T) {
+	c := newCLI(t)
+	for _, v := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
+		src := filepath.Join(sharedTestdata(t, "gguf"), v)
+		ref := strings.TrimSuffix(v, ".gguf")
+		c.add(src, "--name", ref)
+		for _, args := range [][]string{{"--alignment", "32"}, {"--split-max-tensors", "1"}, {"--split-max-size", "1MB"}} {
+			out := filepath.Join(t.TempDir(), "out")
+			c.ok(append([]string{"checkout", ref, out}, args...)...)
+			requireSameFile(t, src, filepath.Join(out, v))
+		}
+		st := filepath.Join(t.TempDir(), "st")
+		c.ok("checkout", ref, st, "--format", "safetensors")
+		if v == "ggml-vocab-llama-spm.gguf" {
+			for _, f := range []string{"model.safetensors", "config.json", "tokenizer.model", "tokenizer.json", "tokenizer_config.json"} {
+				if !fileExists(filepath.Join(st, f)) {
+					t.Errorf("%s as SafeTensors: no %s", v, f)
+				}
+			}
+		}
+		c.add(st, "--name", ref+"-st")
+		back := filepath.Join(t.TempDir(), "back")
+		c.ok("checkout", ref+"-st", back, "--format", "gguf")
+		requireSameFile(t, src, firstGGUF(t, back))
+		for _, format := range []string{"pytorch", "npz"} {
+			c.fail("lossy_conversion", "checkout", ref, filepath.Join(t.TempDir(), "x"), "--format", format)
+			if msg := c.fail("schema_error", "checkout", ref, filepath.Join(t.TempDir(), "x"), "--format", format, "--drop-non-tensors"); !strings.Contains(msg, "no tensors") {
+				t.Errorf("%s into %s: %s", v, format, msg)
+			}
+		}
+		c.fail("schema_error", "checkout", ref, filepath.Join(t.TempDir(), "x"), "--dtype", "f16")
+	}
+}

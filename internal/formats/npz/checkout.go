@@ -136,6 +136,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	} else if req.From != nil && req.From.Name != "" {
 		name = req.From.Name
 	}
+	if len(req.Tensors) == 0 { // a vocabulary-only GGUF: numpy.savez of nothing, which no reader wants
+		return nil, errs.New(errs.SchemaError, "checkout", "the version has no tensors, and an .npz of no arrays holds nothing; check it out in a format with metadata (gguf, safetensors)")
+	}
 	in, tr, err := cast.Tensors(req.Tensors, req.Options)
 	if err != nil {
 		return nil, err

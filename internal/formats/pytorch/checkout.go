@@ -30,6 +30,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err := pytorchLoss(req); err != nil {
 		return nil, err
 	}
+	if len(req.Tensors) == 0 { // a vocabulary-only GGUF
+		return nil, errs.New(errs.SchemaError, "checkout", "the version has no tensors, and a checkpoint of none holds nothing; check it out in a format with metadata (gguf, safetensors)")
+	}
 	in, tr, err := cast.Tensors(req.Tensors, req.Options)
 	if err != nil {
 		return nil, err
