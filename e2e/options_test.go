@@ -152,7 +152,11 @@ func TestVocabOnlyGGUF(t *testing.T) {
 		src := filepath.Join(sharedTestdata(t, "gguf"), v)
 		ref := strings.TrimSuffix(v, ".gguf")
 		c.add(src, "--name", ref)
-		for _, args := range [][]string{{"--alignment", "32"}, {"--split-max-tensors", "1"}, {"--split-max-size", "1MB"}} {
+		relayouts := [][]string{{"--alignment", "32"}, {"--split-max-tensors", "1"}}
+		if v != "ggml-vocab-llama-spm.gguf" {
+			relayouts = nil // the conversion below is enough of a second vocabulary
+		}
+		for _, args := range relayouts {
 			out := filepath.Join(t.TempDir(), "out")
 			c.ok(append([]string{"checkout", ref, out}, args...)...)
 			requireSameFile(t, src, filepath.Join(out, v))
@@ -170,6 +174,9 @@ func TestVocabOnlyGGUF(t *testing.T) {
 		back := filepath.Join(t.TempDir(), "back")
 		c.ok("checkout", ref+"-st", back, "--format", "gguf")
 		requireSameFile(t, src, firstGGUF(t, back))
+		if v != "ggml-vocab-llama-spm.gguf" {
+			continue
+		}
 		for _, format := range []string{"pytorch", "npz"} {
 			c.fail("lossy_conversion", "checkout", ref, filepath.Join(t.TempDir(), "x"), "--format", format)
 			if msg := c.fail("schema_error", "checkout", ref, filepath.Join(t.TempDir(), "x"), "--format", format, "--drop-non-tensors"); !strings.Contains(msg, "no tensors") {
