@@ -263,7 +263,6 @@ func (c *ToGGUF) KVs(fileType int64) []KV {
 	return append(kvs, c.tkvs...)
 }
 
-
 // ToF32 converts a little-endian F16, BF16 or F32 tensor to F32, exactly.
 func ToF32(dtype string, src []byte) ([]byte, error) {
 	switch dtype {
