@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -71,6 +72,15 @@ func TestCheckoutOptionsUsedOrRefused(t *testing.T) {
 				}
 				if slices.Contains(tg.uses, o.name) {
 					c.ok(args...)
+					if o.name == "--size-threshold" { // 0: every tensor moves, the small ones too
+						def := filepath.Join(t.TempDir(), "default")
+						c.ok("checkout", tg.source, def, "--external-data", "w.data")
+						all, _ := os.Stat(filepath.Join(out, "w.data"))
+						some, _ := os.Stat(filepath.Join(def, "w.data"))
+						if all == nil || some == nil || all.Size() <= some.Size() {
+							t.Errorf("--size-threshold 0 did not move the tensors under 1024 bytes too")
+						}
+					}
 					return
 				}
 				msg := c.fail("schema_error", args...)
