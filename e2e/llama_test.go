@@ -316,7 +316,10 @@ func TestLlamaCppRunsHFConversions(t *testing.T) {
 		hfModel(t, dir, filepath.Join(vocabs, tc.vocab), tc.arch, tc.dtype, tc.bias, tc.tied, extra...)
 		c.add(dir, "--name", tc.name)
 		out := filepath.Join(tmp, tc.name+"-gguf")
-		c.ok(append([]string{"checkout", tc.name, out, "--format", "gguf"}, tc.args...)...)
+		r := c.run(append([]string{"checkout", tc.name, out, "--format", "gguf"}, tc.args...)...)
+		if r.code != 0 || !strings.Contains(r.stderr, "left out, as llama.cpp's converter does") || !strings.Contains(r.stderr, "rotary_emb.inv_freq") {
+			t.Fatalf("%s: the checkout does not say it left inv_freq out:\n%s", tc.name, r)
+		}
 		l, files := parseCheckedOut(t, out)
 		kvs, err := gguf.DecodeKVs([]byte(l.Files[0].Meta[gguf.MetaKV]))
 		if err != nil {

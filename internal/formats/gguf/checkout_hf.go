@@ -75,16 +75,21 @@ func hfToGGUF(req formats.PlanRequest, m *ggufModel, container string) error {
 		return nil
 	}
 	h := &hfGGUF{c: c, plans: map[string]TensorPlan{}, kept: hasKey(m.kvs, "general.architecture")}
-	var keep []objects.Tensor
+	var keep, skipped []objects.Tensor
 	for _, t := range m.tensors {
 		p, err := c.Tensor(t.Name, t.Shape)
 		if err != nil {
 			return errs.Wrap(errs.ClassOf(err), "checkout", err, "converting to GGUF for llama.cpp")
 		}
-		if !p.Skip {
-			h.plans[t.Name] = p
-			keep = append(keep, t)
+		if p.Skip {
+			skipped = append(skipped, t)
+			continue
 		}
+		h.plans[t.Name] = p
+		keep = append(keep, t)
+	}
+	if len(skipped) > 0 {
+		m.note = "left out, as llama.cpp's converter does (llama.cpp computes them from the rope key/values): " + formats.DescribeDTypes(skipped)
 	}
 	m.tensors, m.hf = keep, h
 	return nil
