@@ -23,6 +23,7 @@ var checkoutOptions = []struct {
 	{"--split-max-tensors", []string{"--split-max-tensors", "2"}},
 	{"--dtype", []string{"--dtype", "f16"}},
 	{"--clamp", []string{"--dtype", "f16", "--clamp"}},
+	{"--clamp without --dtype", []string{"--clamp"}},
 	{"--dtype with nothing to cast", []string{"--dtype", "f32"}},
 	{"--extract", []string{"--extract"}},
 	{"--drop-non-tensors", []string{"--drop-non-tensors"}},

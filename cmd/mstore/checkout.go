@@ -52,8 +52,8 @@ var checkoutCommand = &cli.Command{
 		if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil && spec.Kind != refs.KindDigest {
 			opts.Name = path.Base(spec.Name) // a conversion's model name (GGUF general.name)
 		}
-		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
-			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
+		if opts.SplitMaxTensors < 0 {
+			return usageError("--split-max-tensors must be positive")
 		}
 		if s := c.String("size-threshold"); s != "" {
 			n := int64(0) // onnx's size_threshold=0: every tensor moves
