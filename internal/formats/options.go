@@ -150,9 +150,11 @@ type Held struct {
 }
 
 // Holder is a codec whose versions hold something beside their tensors.
+// Holds lists it; it may leave out the kinds that keeps (the target's)
+// says are kept, where listing them costs (GGUF's key/values).
 type Holder interface {
 	Codec
-	Holds(m *objects.Manifest) ([]Held, error)
+	Holds(m *objects.Manifest, keeps func(HeldKind) bool) ([]Held, error)
 }
 
 // Keeper is a planner whose files keep some kinds of what a version holds
@@ -176,14 +178,15 @@ func Losses(source Codec, target Planner, m *objects.Manifest, o WriteOptions) (
 	if !ok {
 		return nil, nil
 	}
-	held, err := h.Holds(m)
+	k, _ := target.(Keeper)
+	keeps := func(kind HeldKind) bool { return k != nil && k.Keeps(kind) }
+	held, err := h.Holds(m, keeps)
 	if err != nil {
 		return nil, err
 	}
-	k, _ := target.(Keeper)
 	var lost []string
 	for _, x := range held {
-		if k == nil || !k.Keeps(x.Kind) {
+		if !keeps(x.Kind) {
 			lost = append(lost, x.What)
 		}
 	}

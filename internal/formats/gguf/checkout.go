@@ -26,7 +26,10 @@ func (codec) Honours() []formats.Option {
 func (codec) Keeps(k formats.HeldKind) bool { return k == formats.HeldMeta }
 
 // Holds: each model's key/values (in its file, or its split's first shard).
-func (codec) Holds(m *objects.Manifest) ([]formats.Held, error) {
+func (codec) Holds(m *objects.Manifest, keeps func(formats.HeldKind) bool) ([]formats.Held, error) {
+	if keeps(formats.HeldMeta) {
+		return nil, nil // decoding every key/value to describe them would cost for nothing
+	}
 	var out []formats.Held
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {

@@ -36,7 +36,7 @@ func (codec) Keeps(k formats.HeldKind) bool { return k == formats.HeldGraph }
 // Holds: each .onnx file's graph (nodes, inputs, outputs, attributes),
 // and the tensors whose data stays in the protobuf (int64_data,
 // string_data, …), which only ONNX keeps.
-func (codec) Holds(m *objects.Manifest) ([]formats.Held, error) {
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
 	var out []formats.Held
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer || !Codec.Claims(f.Path) {

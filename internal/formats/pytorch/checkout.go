@@ -153,7 +153,7 @@ func (codec) Expand(m *objects.Manifest, _ formats.WriteOptions) ([]formats.Expa
 
 // Holds: each checkpoint's values that are not tensors (an epoch, a
 // learning rate, a config object), which no re-layout writes.
-func (codec) Holds(m *objects.Manifest) ([]formats.Held, error) {
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
 	var out []formats.Held
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {

@@ -111,7 +111,7 @@ func (codec) Export(req formats.PlanRequest, _ string, _ bool) (*formats.Export,
 
 // Holds: each file's __metadata__ but for the "format" marker, which
 // only says the tensors came from PyTorch.
-func (codec) Holds(m *objects.Manifest) ([]formats.Held, error) {
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
 	var out []formats.Held
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
