@@ -98,7 +98,8 @@ func TestCheckoutOptionsUsedOrRefused(t *testing.T) {
 
 // TestLossyConversionsSayWhatIsLeftOut: every conversion that loses what
 // a version holds beside its tensors (an ONNX graph, GGUF key/values,
-// SafeTensors __metadata__, a checkpoint's other values) is
+// SafeTensors __metadata__, the differing __metadata__ of a later shard,
+// a checkpoint's other values) is
 // lossy_conversion naming it; with --drop-non-tensors it is written, and
 // the output, as text and --json, says what was left out.
 func TestLossyConversionsSayWhatIsLeftOut(t *testing.T) {
@@ -109,6 +110,16 @@ func TestLossyConversionsSayWhatIsLeftOut(t *testing.T) {
 		{name: "w", dtype: "F32", shape: []int64{8, 8}, data: f32Values(4, 64, 1, 0)},
 	}, map[string]string{"format": "pt", "author": "me"})), "--name", "meta").Digest
 	ck := c.add(filepath.Join(sharedTestdata(t, "pytorch"), "burn", "src__pytorch__tests__reader__test_data__checkpoint.pt"), "--name", "ck").Digest
+	// Shards whose __metadata__ differ: only the first's is kept anywhere.
+	shards := t.TempDir()
+	files := shardedModel([]tensor{
+		{name: "a", dtype: "F32", shape: []int64{8}, data: f32Values(5, 8, 1, 0)},
+		{name: "b", dtype: "F32", shape: []int64{8}, data: f32Values(6, 8, 1, 0)},
+	}, 2)
+	files["model-00002-of-00002.safetensors"] = safetensorsFile([]tensor{{name: "b", dtype: "F32", shape: []int64{8}, data: f32Values(6, 8, 1, 0)}},
+		map[string]string{"format": "pt", "step": "2"})
+	writeFiles(t, shards, files)
+	split := c.add(shards, "--name", "split").Digest
 
 	cases := []struct {
 		source string
@@ -121,6 +132,7 @@ func TestLossyConversionsSayWhatIsLeftOut(t *testing.T) {
 		{meta, "__metadata__ author", []string{"pytorch", "npz"}, nil},
 		{ck, "values that are not tensors (", []string{"safetensors", "gguf", "npz"}, nil},
 		{ck, "values that are not tensors (", []string{"pytorch"}, []string{"--max-shard-size", "1KB"}},
+		{split, "model-00002-of-00002.safetensors: __metadata__ step, which differs", []string{"safetensors", "gguf"}, []string{"--max-shard-size", "1MB"}},
 	}
 	for _, k := range cases {
 		for _, format := range k.into {

@@ -1,8 +1,9 @@
 package safetensors
 
 import (
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -109,23 +110,30 @@ func (codec) Export(req formats.PlanRequest, _ string, _ bool) (*formats.Export,
 	return out, nil
 }
 
-// Holds: each file's __metadata__ but for the "format" marker, which
-// only says the tensors came from PyTorch.
+// Holds: the __metadata__ of the files (but for the "format" marker, which
+// only says the tensors came from PyTorch). A re-layout or conversion
+// keeps the first file's: another file's that differs is lost by every
+// target (HeldValues).
 func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
 	var out []formats.Held
+	var first map[string]string
+	seen := false
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
-		var keys []string
-		for k := range f.Meta {
-			if k != "format" {
-				keys = append(keys, k)
+		meta := maps.Clone(f.Meta)
+		delete(meta, "format")
+		keys := slices.Sorted(maps.Keys(meta))
+		switch {
+		case !seen:
+			first, seen = meta, true
+			if len(keys) > 0 {
+				out = append(out, formats.Held{What: f.Path + ": __metadata__ " + strings.Join(keys, ", "), Kind: formats.HeldMeta})
 			}
-		}
-		if len(keys) > 0 {
-			sort.Strings(keys)
-			out = append(out, formats.Held{What: f.Path + ": __metadata__ " + strings.Join(keys, ", "), Kind: formats.HeldMeta})
+		case !maps.Equal(meta, first):
+			out = append(out, formats.Held{What: f.Path + ": __metadata__ " + strings.Join(keys, ", ") + ", which differs from the first file's (only that one is kept)",
+				Kind: formats.HeldValues})
 		}
 	}
 	return out, nil
