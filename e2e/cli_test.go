@@ -258,7 +258,7 @@ func TestQuietEveryCommand(t *testing.T) {
 
 // TestDropNonTensorsSaysWhat: a conversion that --drop-non-tensors lets
 // lose what the source holds beside its tensors says what it left out, in
-// the note (stderr) and in --json's "note".
+// the note (stderr) and in --json's "left_out".
 func TestDropNonTensorsSaysWhat(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -266,22 +266,22 @@ func TestDropNonTensorsSaysWhat(t *testing.T) {
 	c.add(src, "--name", "m")
 	refusal := c.fail("lossy_conversion", "checkout", "m", filepath.Join(t.TempDir(), "pt"), "--format", "pytorch")
 	r := c.run("checkout", "m", filepath.Join(t.TempDir(), "pt"), "--format", "pytorch", "--drop-non-tensors")
-	if r.code != 0 || !strings.Contains(r.stderr, "--drop-non-tensors left out ") || !strings.Contains(r.stderr, "trained_by") {
+	if r.code != 0 || !strings.Contains(r.stderr, "left out (--drop-non-tensors): ") || !strings.Contains(r.stderr, "trained_by") {
 		t.Errorf("checkout --drop-non-tensors does not say what it left out (the refusal said %q):\n%s", refusal, r)
 	}
 	var res struct {
-		Note string `json:"note"`
+		LeftOut []string `json:"left_out"`
 	}
 	c.json(&res, "checkout", "m", filepath.Join(t.TempDir(), "npz"), "--format", "npz", "--drop-non-tensors")
-	if !strings.Contains(res.Note, "--drop-non-tensors left out ") {
-		t.Errorf("--json note %q", res.Note)
+	if !strings.Contains(strings.Join(res.LeftOut, "; "), "trained_by") {
+		t.Errorf("--json left_out %q", res.LeftOut)
 	}
 	// A real checkpoint's own values (burn's test data: an epoch and a
 	// loss beside the state dict).
 	ckpt := filepath.Join(sharedTestdata(t, "pytorch"), "burn", "src__pytorch__tests__reader__test_data__checkpoint.pt")
 	c.add(ckpt, "--name", "ckpt")
 	r = c.run("checkout", "ckpt", filepath.Join(t.TempDir(), "st"), "--format", "safetensors", "--drop-non-tensors")
-	if r.code != 0 || !strings.Contains(r.stderr, "--drop-non-tensors left out ") || !strings.Contains(r.stderr, "epoch, loss") {
+	if r.code != 0 || !strings.Contains(r.stderr, "left out (--drop-non-tensors): ") || !strings.Contains(r.stderr, "epoch, loss") {
 		t.Errorf("a checkpoint's values left out unsaid:\n%s", r)
 	}
 }

@@ -192,8 +192,9 @@ func f32Values(seed uint64, n int, scale, offset float32) []byte {
 
 // hfModel writes an HF directory: config.json, the tokenizer files
 // rebuilt from a real vocabulary GGUF, and model.safetensors with small
-// random weights of a one-layer model (GQA: 2 heads, 1 KV head).
-func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied bool) {
+// random weights of a one-layer model (GQA: 2 heads, 1 KV head); extra
+// are more config.json fields ("rope_scaling": {...}).
+func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied bool, extra ...string) {
 	t.Helper()
 	b, err := os.ReadFile(vocabFile)
 	if err != nil {
@@ -221,8 +222,8 @@ func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied
 	const hidden, ffn, heads, kvHeads = 16, 32, 2, 1 // head_dim 8: Permute is not its own inverse
 	files["config.json"] = fmt.Appendf(nil, `{"architectures": [%q], "model_type": "x", "hidden_size": %d, "intermediate_size": %d,
   "num_hidden_layers": 1, "num_attention_heads": %d, "num_key_value_heads": %d, "max_position_embeddings": 256,
-  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "vocab_size": %d, "tie_word_embeddings": %v, "torch_dtype": "bfloat16"}`,
-		arch, hidden, ffn, heads, kvHeads, vocab, tied)
+  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "vocab_size": %d, "tie_word_embeddings": %v, "torch_dtype": "bfloat16"%s}`,
+		arch, hidden, ffn, heads, kvHeads, vocab, tied, strings.Join(append([]string{""}, extra...), ", "))
 	w := func(name string, seed uint64, shape ...int64) tensor {
 		n := 1
 		for _, d := range shape {
@@ -269,82 +270,6 @@ func hfModel(t *testing.T, dir, vocabFile, arch string, dtype string, bias, tied
 	for n, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-// TestLlamaCppRunsHFConversions: HF directories (llama with a
-// SentencePiece tokenizer.model, qwen2 with a byte-level BPE
-// tokenizer.json, both rebuilt from real vocabularies) check out
-// --format gguf as files llama.cpp loads and evaluates, that tokenize
-// llamaText exactly as the vocabulary file does, with llama.cpp's tensor
-// names and key/values, q/k permuted (llama) and 1-D tensors in F32
-// (BF16 source; --dtype f16).
-func TestLlamaCppRunsHFConversions(t *testing.T) {
-	vocabs := sharedTestdata(t, "gguf")
-	tmp := t.TempDir()
-	c := newCLI(t)
-	cases := []struct {
-		name, vocab, arch, dtype string
-		bias, tied               bool
-		args                     []string
-	}{
-		{"hf-llama", "ggml-vocab-llama-spm.gguf", "LlamaForCausalLM", "BF16", false, false, nil},
-		{"hf-qwen2", "ggml-vocab-gpt-2.gguf", "Qwen2ForCausalLM", "F32", true, true, []string{"--dtype", "f16"}},
-	}
-	var models []llamaModel
-	for _, tc := range cases {
-		dir := filepath.Join(tmp, tc.name)
-		hfModel(t, dir, filepath.Join(vocabs, tc.vocab), tc.arch, tc.dtype, tc.bias, tc.tied)
-		c.add(dir, "--name", tc.name)
-		out := filepath.Join(tmp, tc.name+"-gguf")
-		c.ok(append([]string{"checkout", tc.name, out, "--format", "gguf"}, tc.args...)...)
-		l, files := parseCheckedOut(t, out)
-		kvs, err := gguf.DecodeKVs([]byte(l.Files[0].Meta[gguf.MetaKV]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		arch := map[string]string{"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}[tc.arch]
-		keys := map[string]bool{}
-		for _, kv := range kvs {
-			keys[kv.Key] = true
-		}
-		for _, k := range []string{"general.architecture", "general.file_type", arch + ".block_count", arch + ".attention.head_count_kv",
-			arch + ".embedding_length", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.eos_token_id"} {
-			if !keys[k] {
-				t.Errorf("%s: no %s in %v", tc.name, k, keysOfKVs(kvs))
-			}
-		}
-		for _, tn := range l.Tensors {
-			if !strings.HasPrefix(tn.Name, "blk.") && tn.Name != "token_embd.weight" && tn.Name != "output.weight" && tn.Name != "output_norm.weight" {
-				t.Errorf("%s: tensor %s keeps an HF name", tc.name, tn.Name)
-			}
-			if len(tn.Shape) == 1 && tn.DType != "F32" {
-				t.Errorf("%s: 1-D tensor %s is %s", tc.name, tn.Name, tn.DType)
-			}
-		}
-		if n := len(l.Tensors); tc.tied && n != 14 || !tc.tied && n != 12 { // inv_freq left out; tied: no output.weight
-			t.Errorf("%s: %d tensors", tc.name, n)
-		}
-		if tc.arch == "LlamaForCausalLM" {
-			checkHFToGGUFTensors(t, dir, l, files)
-			// Dedup: new are the GGUF frame, q and k (permuted), the 3
-			// widened norms and the manifest; the rest are the HF blobs.
-			if res := c.add(out, "--name", tc.name+"-back"); res.NewBlobs != 7 {
-				t.Errorf("adding the converted GGUF made %d new blobs, want 7", res.NewBlobs)
-			}
-		}
-		models = append(models, llamaModel{path: filepath.Join(vocabs, tc.vocab), vocabOnly: true}, llamaModel{path: firstGGUF(t, out)})
-	}
-	out := llamaRun(t, 3, models...)
-	for i := 0; i < len(out); i += 2 {
-		vocab, conv := out[i], out[i+1]
-		if len(vocab.Tokens) < 10 || !sameInts(conv.Tokens, vocab.Tokens) {
-			t.Errorf("%s tokenizes %q as %v, its vocabulary %s as %v", conv.Path, llamaText, conv.Tokens, vocab.Path, vocab.Tokens)
-		}
-		t.Logf("%s: tokens %v (as its vocabulary), greedy %v", filepath.Base(filepath.Dir(conv.Path)), conv.Tokens, conv.Greedy)
-		if len(conv.Greedy) != 3 {
-			t.Errorf("%s: evaluation gave %v", conv.Path, conv.Greedy)
 		}
 	}
 }
@@ -509,25 +434,44 @@ func TestHFToGGUFNotConvertedSaysSo(t *testing.T) {
 	}
 }
 
-// TestDTypeUpdatesTorchDType: a SafeTensors checkout with --dtype writes
-// config.json with torch_dtype set to the new dtype (the rest of the file
-// as it was), so that adding the result raises no torch_dtype warning;
-// before, the cast model failed mstore's own AP-5 check.
+// TestDTypeUpdatesTorchDType: a checkout with --dtype, into every target
+// that casts (SafeTensors, PyTorch, GGUF, .npz, and a GGUF version with
+// its own config.json converted to HF), writes config.json with
+// torch_dtype set to the new dtype (the rest of the file as it was), so
+// that adding the result raises no torch_dtype warning; before, the cast
+// model failed mstore's own AP-5 check.
 func TestDTypeUpdatesTorchDType(t *testing.T) {
 	vocab := filepath.Join(sharedTestdata(t, "gguf"), "ggml-vocab-llama-spm.gguf")
 	dir := filepath.Join(t.TempDir(), "hf")
 	hfModel(t, dir, vocab, "LlamaForCausalLM", "BF16", false, false)
 	c := newCLI(t)
 	c.add(dir, "--name", "m")
-	out := filepath.Join(t.TempDir(), "f16")
-	c.ok("checkout", "m", out, "--dtype", "f16")
 	before, _ := os.ReadFile(filepath.Join(dir, "config.json"))
-	after, _ := os.ReadFile(filepath.Join(out, "config.json"))
-	if want := bytes.Replace(before, []byte(`"torch_dtype": "bfloat16"`), []byte(`"torch_dtype": "float16"`), 1); !bytes.Equal(after, want) {
-		t.Fatalf("config.json after --dtype f16:\n%s", after)
-	}
-	if res := c.add(out, "--name", "m-f16"); len(res.Warnings) != 0 {
-		t.Fatalf("adding the cast checkout warns: %v", res.Warnings)
+	// A GGUF version with its own config.json, converted back to HF.
+	ggufDir := filepath.Join(t.TempDir(), "g")
+	c.ok("checkout", "m", ggufDir, "--format", "gguf")
+	c.add(ggufDir, "--name", "g")
+	for _, k := range []struct {
+		ref, torch string
+		args       []string
+	}{
+		{"m", "float16", []string{"--dtype", "f16"}},
+		{"m", "float16", []string{"--format", "pytorch", "--dtype", "f16"}},
+		{"m", "float16", []string{"--format", "gguf", "--dtype", "f16"}},
+		{"m", "float32", []string{"--format", "npz", "--dtype", "f32"}},
+		{"g", "float16", []string{"--format", "safetensors", "--dtype", "f16"}},
+	} {
+		out := filepath.Join(t.TempDir(), "cast")
+		c.ok(append([]string{"checkout", k.ref, out}, k.args...)...)
+		after, _ := os.ReadFile(filepath.Join(out, "config.json"))
+		if want := bytes.Replace(before, []byte(`"torch_dtype": "bfloat16"`), []byte(`"torch_dtype": "`+k.torch+`"`), 1); !bytes.Equal(after, want) {
+			t.Errorf("%s %v: config.json:\n%s", k.ref, k.args, after)
+		}
+		if k.ref == "m" && len(k.args) == 2 {
+			if res := c.add(out, "--name", "m-f16"); len(res.Warnings) != 0 {
+				t.Errorf("adding the cast checkout warns: %v", res.Warnings)
+			}
+		}
 	}
 	// Without --dtype the stored config.json is written as it is.
 	same := filepath.Join(t.TempDir(), "same")

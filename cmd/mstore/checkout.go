@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -25,14 +26,14 @@ var checkoutCommand = &cli.Command{
 		&cli.StringFlag{Name: "max-shard-size", Usage: "re-shard SafeTensors into files of at most this size (e.g. 5GB, 500MiB)"},
 		&cli.StringFlag{Name: "external-data", Usage: "ONNX: move initializers into this one data file beside the .onnx file"},
 		&cli.BoolFlag{Name: "inline-data", Usage: "ONNX: write every tensor inside the .onnx file (refused past 2 GB)"},
-		&cli.StringFlag{Name: "size-threshold", Usage: "ONNX: initializers smaller than this stay inside the .onnx file (default 1024)"},
+		&cli.StringFlag{Name: "size-threshold", Usage: "ONNX: initializers smaller than this stay inside the .onnx file (default 1024; 0 moves every tensor)"},
 		&cli.StringFlag{Name: "alignment", Usage: "align tensor data to this many bytes (ONNX external data: default 4096 for tensors of 1 MiB or more)"},
 		&cli.StringFlag{Name: "split-max-size", Usage: "GGUF: split as gguf-split does, at most this much tensor data per file (e.g. 2GB)"},
 		&cli.IntFlag{Name: "split-max-tensors", Usage: "GGUF: split as gguf-split does, at most this many tensors per file"},
 		&cli.StringFlag{Name: "dtype", Usage: "cast floating-point tensors to f16, bf16 or f32 (values the dtype cannot hold are refused)"},
 		&cli.BoolFlag{Name: "clamp", Usage: "with --dtype: clamp values the dtype cannot hold to its largest finite value"},
 		&cli.BoolFlag{Name: "extract", Usage: "MPK: write the archive's validated tree (etc/, lib/, share/) instead of the archive"},
-		&cli.BoolFlag{Name: "drop-non-tensors", Usage: "PyTorch: write only the tensors, leaving out a checkpoint's other values (an epoch, a config) or, into --format pytorch, GGUF key/values and SafeTensors __metadata__"},
+		&cli.BoolFlag{Name: "drop-non-tensors", Usage: "write only the tensors, leaving out what the target cannot keep (a checkpoint's other values, an ONNX graph, GGUF key/values or SafeTensors __metadata__ into PyTorch or .npz); refused when nothing would be left out"},
 	},
 	Action: func(c *cli.Context) error {
 		e, err := newEnv(c)
@@ -52,10 +53,22 @@ var checkoutCommand = &cli.Command{
 		opts.ExternalData, opts.InlineData = c.String("external-data"), c.Bool("inline-data")
 		opts.SplitMaxTensors, opts.DType, opts.Clamp = c.Int("split-max-tensors"), c.String("dtype"), c.Bool("clamp")
 		opts.DropNonTensors, opts.Extract = c.Bool("drop-non-tensors"), c.Bool("extract")
-		if opts.SplitMaxTensors < 0 || opts.Clamp && opts.DType == "" {
-			return usageError("--split-max-tensors must be positive; --clamp goes with --dtype")
+		if spec, err := refs.ParseSpec(c.Args().Get(0)); err == nil && spec.Kind != refs.KindDigest {
+			opts.Name = path.Base(spec.Name) // a conversion's model name (GGUF general.name)
 		}
-		for flag, to := range map[string]*int64{"size-threshold": &opts.SizeThreshold, "alignment": &opts.Alignment, "split-max-size": &opts.SplitMaxSize} {
+		if opts.SplitMaxTensors < 0 {
+			return usageError("--split-max-tensors must be positive")
+		}
+		if s := c.String("size-threshold"); s != "" {
+			n := int64(0) // onnx's size_threshold=0: every tensor moves
+			if strings.TrimSpace(s) != "0" {
+				if n, err = parseSize(s); err != nil {
+					return err
+				}
+			}
+			opts.SizeThreshold = &n
+		}
+		for flag, to := range map[string]*int64{"alignment": &opts.Alignment, "split-max-size": &opts.SplitMaxSize} {
 			if s := c.String(flag); s != "" {
 				if *to, err = parseSize(s); err != nil {
 					return err
@@ -85,6 +98,9 @@ var checkoutCommand = &cli.Command{
 		}
 		if res.Note != "" {
 			e.note("%s\n", res.Note)
+		}
+		if len(res.LeftOut) > 0 {
+			e.note("left out (--drop-non-tensors): %s\n", strings.Join(res.LeftOut, "; "))
 		}
 		how := "byte-identical to what was added"
 		if res.Relayout {

@@ -19,10 +19,10 @@ import (
 // signature (which would silently drop the codec out of an interface) is
 // caught here.
 var claims = map[string][]string{
-	"safetensors": {"Limited", "Planner", "Exporter", "MetaKeeper", "Named"},
-	"gguf":        {"Limited", "Planner", "Exporter", "MetaKeeper", "Named", "Describer", "Differ"},
-	"onnx":        {"Limited", "Planner", "Exporter", "Named", "Describer"},
-	"pytorch":     {"Limited", "Planner", "Expander", "Named", "Describer", "Differ"},
+	"safetensors": {"Limited", "Planner", "Exporter", "Keeper", "Holder", "Named"},
+	"gguf":        {"Limited", "Planner", "Exporter", "Keeper", "Holder", "Named", "Describer", "Differ"},
+	"onnx":        {"Limited", "Planner", "Exporter", "Keeper", "Holder", "Named", "Describer"},
+	"pytorch":     {"Limited", "Planner", "Expander", "Holder", "Named", "Describer", "Differ"},
 	"npz":         {"Limited", "Planner", "Exporter", "Expander", "Named", "Decoder", "Encoder"},
 	"mpk":         {"Limited", "Planner", "Exporter", "Named", "Encoder", "Decoder", "DirClaimer", "Describer", "Differ", "LimitDeclarer"},
 }
@@ -34,7 +34,7 @@ func implements(c formats.Codec) []string {
 		ok   bool
 	}{
 		{"Limited", is[formats.Limited](c)}, {"Planner", is[formats.Planner](c)}, {"Exporter", is[formats.Exporter](c)},
-		{"MetaKeeper", is[formats.MetaKeeper](c)}, {"Named", is[formats.Named](c)}, {"Expander", is[formats.Expander](c)},
+		{"Keeper", is[formats.Keeper](c)}, {"Holder", is[formats.Holder](c)}, {"Named", is[formats.Named](c)}, {"Expander", is[formats.Expander](c)},
 		{"Encoder", is[formats.Encoder](c)}, {"Decoder", is[formats.Decoder](c)}, {"DirClaimer", is[formats.DirClaimer](c)},
 		{"Describer", is[formats.Describer](c)}, {"Differ", is[formats.Differ](c)}, {"LimitDeclarer", is[formats.LimitDeclarer](c)},
 	} {
@@ -72,8 +72,9 @@ func TestEveryCodecImplementsWhatItClaims(t *testing.T) {
 			}
 		}
 		if p, ok := c.(formats.Planner); ok {
-			known := formats.WriteOptions{MaxShardSize: 1, Alignment: 1, ExternalData: "x", InlineData: true, SizeThreshold: 1,
-				SplitMaxTensors: 1, SplitMaxSize: 1, DType: "f16", Clamp: true, Extract: true}.Set()
+			one := int64(1)
+			known := formats.WriteOptions{MaxShardSize: 1, Alignment: 1, ExternalData: "x", InlineData: true, SizeThreshold: &one,
+				SplitMaxTensors: 1, SplitMaxSize: 1, DType: "f16", Clamp: true, Extract: true, DropNonTensors: true}.Set()
 			for _, o := range p.Honours() {
 				if !slices.Contains(known, o) {
 					t.Errorf("%s honours %q, which no flag sets", name, o)
@@ -87,7 +88,7 @@ func TestEveryCodecImplementsWhatItClaims(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"safetensors", "gguf"} {
-		if c, _ := ByName(name); !c.(formats.MetaKeeper).KeepsMeta() {
+		if c, _ := ByName(name); !formats.KeepsMeta(c.(formats.Planner)) {
 			t.Errorf("%s keeps metadata", name)
 		}
 	}

@@ -3,10 +3,8 @@ package formats
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
-	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 )
 
@@ -14,88 +12,6 @@ import (
 // program reaches a format's behaviour only through them, at the one typed
 // registry (internal/codecs), whose test checks that every codec
 // implements what it claims.
-
-// Option is a checkout option that shapes the files written, by its flag
-// name. A codec lists those it honours (Planner.Honours); checkout refuses
-// the others for that target.
-type Option string
-
-// The layout options. Tensors and DropNonTensors are not among them: they
-// choose what is written, whatever the target.
-const (
-	OptMaxShardSize    Option = "--max-shard-size"
-	OptAlignment       Option = "--alignment"
-	OptExternalData    Option = "--external-data"
-	OptInlineData      Option = "--inline-data"
-	OptSizeThreshold   Option = "--size-threshold"
-	OptSplitMaxTensors Option = "--split-max-tensors"
-	OptSplitMaxSize    Option = "--split-max-size"
-	OptDType           Option = "--dtype"
-	OptClamp           Option = "--clamp"
-	OptExtract         Option = "--extract"
-)
-
-// WriteOptions are the user's checkout options that a planner sees.
-type WriteOptions struct {
-	MaxShardSize    int64
-	Tensors         []string // glob patterns; the restorer selects them
-	Alignment       int64
-	ExternalData    string
-	InlineData      bool
-	SizeThreshold   int64
-	SplitMaxTensors int
-	SplitMaxSize    int64
-	DType           string
-	Clamp           bool
-	DropNonTensors  bool
-	Extract         bool
-}
-
-// Set lists the layout options that o sets, in a fixed order.
-func (o WriteOptions) Set() []Option {
-	var out []Option
-	for _, s := range []struct {
-		opt Option
-		set bool
-	}{
-		{OptMaxShardSize, o.MaxShardSize > 0}, {OptAlignment, o.Alignment > 0}, {OptExternalData, o.ExternalData != ""},
-		{OptInlineData, o.InlineData}, {OptSizeThreshold, o.SizeThreshold > 0}, {OptSplitMaxTensors, o.SplitMaxTensors > 0},
-		{OptSplitMaxSize, o.SplitMaxSize > 0}, {OptDType, o.DType != ""}, {OptClamp, o.Clamp}, {OptExtract, o.Extract},
-	} {
-		if s.set {
-			out = append(out, s.opt)
-		}
-	}
-	return out
-}
-
-// Relayout reports whether o asks for another layout than the one added.
-func (o WriteOptions) Relayout() bool { return len(o.Set()) > 0 || len(o.Tensors) > 0 }
-
-// CheckHonoured refuses (schema_error) the layout options o sets that
-// target (a Planner) does not honour, naming those it does.
-func CheckHonoured(target Planner, o WriteOptions) error {
-	honours := target.Honours()
-	var bad []string
-	for _, opt := range o.Set() {
-		if !slices.Contains(honours, opt) {
-			bad = append(bad, string(opt))
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	takes := "no layout options"
-	if len(honours) > 0 {
-		names := make([]string, len(honours))
-		for i, h := range honours {
-			names[i] = string(h)
-		}
-		takes = strings.Join(names, ", ")
-	}
-	return errs.New(errs.SchemaError, "checkout", "%s %s not apply to --format %s, which takes %s",
-		strings.Join(bad, ", "), map[bool]string{true: "does", false: "do"}[len(bad) == 1], target.Name(), takes)
-}
 
 // Transform computes a written tensor's bytes from the stored bytes of its
 // source tensor: a dtype cast, a strided view made contiguous. It must be
@@ -142,6 +58,9 @@ type Planned struct {
 	// Note is a remark for the user (the checkout's note), such as why
 	// the files written will not run in the format's usual runtime.
 	Note string
+	// Used are the options the plan acted on (Uses). Settle refuses
+	// every option given that is not among them.
+	Used []Option
 }
 
 // Planner is a codec that checkout can write: the versions of its own
@@ -165,10 +84,6 @@ type Export struct {
 	// Meta are string key/values a target with metadata keeps (SafeTensors
 	// __metadata__, GGUF key/values), so that a checkout back restores them.
 	Meta map[string]string
-	// Kept describes what the version holds beside its tensors, which a
-	// target without metadata (PyTorch) loses: such a target refuses it
-	// (lossy_conversion) unless --drop-non-tensors.
-	Kept []string
 	// Convert, when set, is the source's conversion into the target's
 	// conventions (a GGUF llama-family model into a Hugging Face
 	// directory), which the target applies to the tensors it writes.
@@ -197,11 +112,6 @@ type Exporter interface {
 	Export(req PlanRequest, target string, keepsMeta bool) (*Export, error)
 }
 
-// MetaKeeper is a planner whose files keep Export.Meta.
-type MetaKeeper interface {
-	KeepsMeta() bool
-}
-
 // Expanded is a tensor of a version as its users see it. Most are stored
 // as they are; a format whose containers store something else (PyTorch:
 // one storage shared by several tensors, strided views of a storage) says
@@ -218,20 +128,11 @@ type Expanded struct {
 
 // Expander is a codec whose versions' tensors, as users see them, are not
 // the stored ones: Expand lists them in the order a re-layout writes them.
-// Values that are not tensors are lossy_conversion unless
-// opts.DropNonTensors.
+// Values that are not tensors are left out (the codec's Holder says so,
+// and Losses decides).
 type Expander interface {
 	Codec
 	Expand(m *objects.Manifest, opts WriteOptions) ([]Expanded, error)
-}
-
-// NonTensorHolder is a codec whose versions may hold values that are not
-// tensors (a PyTorch checkpoint's epoch or config), which a re-layout with
-// --drop-non-tensors leaves out: NonTensors describes them, for the
-// checkout to say what it left out.
-type NonTensorHolder interface {
-	Codec
-	NonTensors(m *objects.Manifest) ([]string, error)
 }
 
 // Encoder is a codec whose stored files may be written in an encoding

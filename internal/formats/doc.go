@@ -9,10 +9,12 @@
 // the result again with the same codec to check it.
 //
 // Beyond Parse, a codec owns the rest of its format's behaviour through
-// optional interfaces (checkout.go, details.go): PlanCheckout lays tensors
-// out for checkout, Honours names the layout options it takes (checkout
-// refuses the others), Export says what a conversion out of it carries or
-// loses, Expand lists the tensors users see when they are not the stored
+// optional interfaces (checkout.go, options.go, details.go): PlanCheckout
+// lays tensors out for checkout and says which options its plan used,
+// Honours names the options it takes, Holds what its versions hold beside
+// their tensors and Keeps what of that it writes (the one rule on options
+// and losses, options.go, refuses the rest), Export says what a conversion
+// out of it carries, Expand lists the tensors users see when they are not the stored
 // ones, Encoding writes a stored compressed file back, Describe and Diff
 // give show and diff their format's details as data, LimitFlags declare
 // add's flags for its own bounds. The program finds them at one typed

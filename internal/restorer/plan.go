@@ -9,6 +9,7 @@ import (
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/cast"
 	"github.com/mstore/mstore/internal/objects"
 )
 
@@ -73,6 +74,9 @@ type plan struct {
 	// file as it is written instead.
 	tree bool
 	note string // Planned.Note
+	// leftOut is what the version holds beside its tensors that the
+	// checkout leaves out (--drop-non-tensors; formats.Losses).
+	leftOut []string
 }
 
 // encoded reports whether a file is written through an encoder.
@@ -124,12 +128,17 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 		}
 		return p, nil
 	}
+	source, _ := codecByName(m.Format)
+	lost, err := formats.Losses(source, layOut, m, wo)
+	if err != nil {
+		return nil, err
+	}
 
 	selected, read, err := selectTensors(m, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(selected) == 0 {
+	if len(selected) == 0 && (len(opts.Tensors) > 0 || len(m.Tensors) > 0) {
 		return nil, errs.New(errs.NotFound, "checkout", "no tensor matches %q (see `mstore show`)", opts.Tensors)
 	}
 	req := PlanRequest{Source: m, Tensors: selected, Options: wo, Frames: frames}
@@ -142,28 +151,16 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if err != nil {
 		return nil, err
 	}
+	if err := formats.Settle(layOut, wo, planned, lost); err != nil {
+		return nil, err
+	}
+	if err := cast.Config(req, planned); err != nil {
+		return nil, err
+	}
 	if err := p.adopt(planned, selected, read); err != nil {
 		return nil, err
 	}
-	p.files, p.note = append(p.files, extraFiles(planned.Extra)...), planned.Note
-	if wo.DropNonTensors {
-		// What the checkout would have refused to lose, said once it is
-		// lost: the source's own values, and what the target cannot carry.
-		var left []string
-		if c, _ := codecByName(m.Format); c != nil {
-			if h, ok := c.(formats.NonTensorHolder); ok {
-				if left, err = h.NonTensors(m); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if req.From != nil {
-			left = append(left, req.From.Kept...)
-		}
-		if len(left) > 0 {
-			p.note = joinNotes(p.note, "--drop-non-tensors left out "+strings.Join(left, "; "))
-		}
-	}
+	p.files, p.note, p.leftOut = append(p.files, extraFiles(planned.Extra)...), planned.Note, lost
 	for _, f := range m.Files {
 		if f.Role == objects.RoleOther && planned.Extra[f.Path] == nil {
 			p.files = append(p.files, storedFile(m, f))
@@ -237,8 +234,7 @@ func exportFrom(req PlanRequest, target formats.Planner) (*formats.Export, error
 	if !ok {
 		return nil, nil
 	}
-	keeper, _ := target.(formats.MetaKeeper)
-	return ex.Export(req, target.Name(), keeper != nil && keeper.KeepsMeta())
+	return ex.Export(req, target.Name(), formats.KeepsMeta(target))
 }
 
 // extraFiles are whole files a planner adds beside its container files

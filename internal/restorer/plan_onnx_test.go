@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,7 +122,7 @@ func TestONNXRelayouts(t *testing.T) {
 		opts  Options
 		files []string
 	}{
-		"external": {Options{ExternalData: "w.data", Alignment: 64, SizeThreshold: 1}, []string{"b.onnx", "config.json", "sub/a.onnx", "sub/w.data", "w.data"}},
+		"external": {Options{ExternalData: "w.data", Alignment: 64, SizeThreshold: new(int64)}, []string{"b.onnx", "config.json", "sub/a.onnx", "sub/w.data", "w.data"}},
 		"inside":   {Options{InlineData: true}, []string{"b.onnx", "config.json", "sub/a.onnx"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -174,8 +175,12 @@ func TestONNXRelayouts(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "st")
-	if _, err := Checkout(context.Background(), st, d, out, Options{Format: "safetensors", Tensors: []string{"*"}}); err != nil {
-		t.Fatalf("chosen tensors to SafeTensors: %v", err)
+	res, err := Checkout(context.Background(), st, d, out, Options{Format: "safetensors", DropNonTensors: true})
+	if err != nil {
+		t.Fatalf("the tensors to SafeTensors: %v", err)
+	}
+	if left := strings.Join(res.LeftOut, "; "); !strings.Contains(left, "b.onnx: its graph") || !strings.Contains(left, "sub/a.onnx: 1 tensors whose data is not raw bytes") {
+		t.Errorf("left out: %q", res.LeftOut)
 	}
 	if _, err := os.Stat(filepath.Join(out, "b.safetensors")); err != nil {
 		t.Errorf("SafeTensors file not named after the first .onnx: %v", err)

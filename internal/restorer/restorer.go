@@ -42,9 +42,9 @@ type Options struct {
 	// InlineData writes every tensor inside the .onnx file instead.
 	ExternalData string
 	InlineData   bool
-	// SizeThreshold (ONNX): smaller initializers stay inside the .onnx
-	// file; 0 means onnx's 1024 bytes.
-	SizeThreshold int64
+	// SizeThreshold (ONNX), when given: smaller initializers stay inside
+	// the .onnx file (0: every tensor moves); nil means onnx's 1024 bytes.
+	SizeThreshold *int64
 	// SplitMaxTensors and SplitMaxSize, when > 0, split a GGUF model as
 	// gguf-split does: at most that many tensors, or bytes of tensor data,
 	// per file.
@@ -55,13 +55,17 @@ type Options struct {
 	// (lossy_conversion) unless Clamp is set.
 	DType string
 	Clamp bool
-	// DropNonTensors lets a re-layout of a PyTorch checkpoint leave out
-	// its values that are not tensors (an epoch, a learning rate), which
-	// are otherwise lossy_conversion.
+	// DropNonTensors lets a checkout leave out what the version holds
+	// beside its tensors and the target cannot keep (a checkpoint's other
+	// values, GGUF key/values, an ONNX graph), which is otherwise
+	// lossy_conversion (formats.Losses); Result.LeftOut says what.
 	DropNonTensors bool
 	// Extract writes an MPK archive's validated tree (etc/, lib/, share/)
 	// instead of the archive.
 	Extract bool
+	// Name is the name of the ref checked out, if it was one: a
+	// conversion's model name (formats.WriteOptions.Name).
+	Name string
 
 	// Force replaces a destination that holds an earlier checkout of this
 	// store, unchanged since; anything else there is refused (conflict).
@@ -79,7 +83,7 @@ func (o Options) write() formats.WriteOptions {
 	return formats.WriteOptions{MaxShardSize: o.MaxShardSize, Tensors: o.Tensors, Alignment: o.Alignment,
 		ExternalData: o.ExternalData, InlineData: o.InlineData, SizeThreshold: o.SizeThreshold,
 		SplitMaxTensors: o.SplitMaxTensors, SplitMaxSize: o.SplitMaxSize, DType: o.DType, Clamp: o.Clamp,
-		DropNonTensors: o.DropNonTensors, Extract: o.Extract}
+		DropNonTensors: o.DropNonTensors, Extract: o.Extract, Name: o.Name}
 }
 
 // Result describes a checkout.
@@ -101,6 +105,9 @@ type Result struct {
 	RemovedLeftovers []string `json:"removed_leftovers,omitempty"`
 	// Note is a remark for the user, e.g. that the checkout is not recorded.
 	Note string `json:"note,omitempty"`
+	// LeftOut is what the version holds beside its tensors that this
+	// checkout did not write (--drop-non-tensors).
+	LeftOut []string `json:"left_out,omitempty"`
 }
 
 // Checkout writes version d of st into dest.
@@ -142,7 +149,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	res := &Result{Digest: d, Dest: dest, Format: p.format, Files: len(p.files), Tensors: len(p.tensors),
-		Bytes: p.bytes(), Relayout: p.relayout, Tree: p.tree, Encoded: p.encoded(), RemovedLeftovers: cleanLeftovers(parent)}
+		Bytes: p.bytes(), Relayout: p.relayout, Tree: p.tree, Encoded: p.encoded(), LeftOut: p.leftOut, RemovedLeftovers: cleanLeftovers(parent)}
 	w, err := newWorkDir(parent, filepath.Base(dest))
 	if err != nil {
 		return nil, err

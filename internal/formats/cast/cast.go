@@ -72,6 +72,18 @@ func Tensors(tensors []objects.Tensor, opts formats.WriteOptions) (out []formats
 	return out, tr, nil
 }
 
+// Used is what of --dtype and --clamp acted on a planner's tensors: both
+// when tr (Tensors' answer, or what the planner made of it) casts a
+// tensor, neither otherwise.
+func Used(o formats.WriteOptions, tr []formats.Transform) []formats.Option {
+	for _, t := range tr {
+		if t != nil {
+			return o.Uses(formats.OptDType, formats.OptClamp)
+		}
+	}
+	return nil
+}
+
 func castTransform(name, fromName, toName string, clamp bool) formats.Transform {
 	from, to := floatFormats[fromName], floatFormats[toName]
 	return func(src []byte) ([]byte, error) {

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"fmt"
 	"path"
 	"regexp"
 	"sort"
@@ -14,14 +15,43 @@ import (
 )
 
 // Honours: GGUF models are split as gguf-split does (--max-shard-size
-// counts as --split-max-size), aligned and cast.
+// counts as --split-max-size), aligned and cast; what they cannot keep (an
+// ONNX graph) is left out with --drop-non-tensors.
 func (codec) Honours() []formats.Option {
 	return []formats.Option{formats.OptMaxShardSize, formats.OptSplitMaxSize, formats.OptSplitMaxTensors,
-		formats.OptAlignment, formats.OptDType, formats.OptClamp}
+		formats.OptAlignment, formats.OptDType, formats.OptClamp, formats.OptDropNonTensors}
 }
 
-// KeepsMeta: a source's string key/values become GGUF key/values.
-func (codec) KeepsMeta() bool { return true }
+// Keeps: a source's string key/values become GGUF key/values.
+func (codec) Keeps(k formats.HeldKind) bool { return k == formats.HeldMeta }
+
+// Holds: each model's key/values (in its file, or its split's first shard).
+func (codec) Holds(m *objects.Manifest, keeps func(formats.HeldKind) bool) ([]formats.Held, error) {
+	if keeps(formats.HeldMeta) {
+		return nil, nil // decoding every key/value to describe them would cost for nothing
+	}
+	var out []formats.Held
+	for _, f := range m.Files {
+		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
+			continue
+		}
+		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		if err != nil {
+			return nil, errs.Wrap(errs.IntegrityError, "checkout", err, "%s: the manifest's key/values", f.Path)
+		}
+		kvs = withoutSplitKeys(kvs)
+		if len(kvs) == 0 {
+			continue
+		}
+		keys := make([]string, 0, 3)
+		for _, kv := range kvs[:min(3, len(kvs))] {
+			keys = append(keys, kv.Key)
+		}
+		out = append(out, formats.Held{Kind: formats.HeldMeta,
+			What: fmt.Sprintf("%s: its %d GGUF key/values (%s, …: the tokenizer, chat template, hyper-parameters)", f.Path, len(kvs), strings.Join(keys, ", "))})
+	}
+	return out, nil
+}
 
 // Extensions are stripped from an added file's name for its ref name.
 func (codec) Extensions() []string { return []string{".gguf"} }
@@ -56,7 +86,10 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	splitSize := req.Options.SplitMaxSize
 	if splitSize == 0 {
 		splitSize = req.Options.MaxShardSize
+	} else if req.Options.MaxShardSize > 0 {
+		return nil, errs.New(errs.SchemaError, "checkout", "--max-shard-size counts as --split-max-size for GGUF: give one of them")
 	}
+	casts := false
 	out := &formats.Planned{Layout: &formats.Layout{Format: Codec.Name()}}
 	written := map[string]string{}
 	for _, m := range models {
@@ -68,12 +101,14 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 			return nil, err
 		}
 		in, tr = keepNormsF32(m.tensors, in, tr)
+		casts = casts || m.casts(tr)
 		kvs := m.kvs
 		if tr != nil {
 			kvs = withFileType(kvs, in)
 		}
+		sources := m.tensors
 		if m.hf != nil {
-			in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
+			sources, in, tr, kvs = m.hf.apply(m.tensors, in, tr, kvs)
 		}
 		l, err := Plan(in, PlanOptions{Name: m.name, Version: m.version, KVs: kvs, Alignment: req.Options.Alignment,
 			SplitMaxTensors: req.Options.SplitMaxTensors, SplitMaxSize: splitSize})
@@ -94,7 +129,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 			out.Layout.Files = append(out.Layout.Files, f)
 		}
 		out.Layout.Tensors = append(out.Layout.Tensors, l.Tensors...)
-		out.Sources = append(out.Sources, m.tensors...)
+		out.Sources = append(out.Sources, sources...)
 		if tr == nil {
 			tr = make([]formats.Transform, len(in))
 		}
@@ -104,7 +139,23 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if len(models) == 1 {
 		out.Note = models[0].note
 	}
+	o := req.Options
+	out.Used = o.Uses(formats.OptMaxShardSize, formats.OptSplitMaxSize, formats.OptSplitMaxTensors, formats.OptAlignment)
+	if casts {
+		out.Used = append(out.Used, o.Uses(formats.OptDType, formats.OptClamp)...)
+	}
 	return out, nil
+}
+
+// casts reports whether --dtype's casts tr change a tensor of m that is
+// written cast: not the 1-D ones an HF conversion widens to F32.
+func (m *ggufModel) casts(tr []formats.Transform) bool {
+	for i, t := range tr {
+		if t != nil && (m.hf == nil || !m.hf.plans[m.tensors[i].Name].F32) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkGGUFTypes refuses tensors whose dtype GGUF does not have.
@@ -307,8 +358,8 @@ func convertedModel(req formats.PlanRequest) (*ggufModel, error) {
 // Export is what a checkout of a GGUF version into another format
 // carries: into a target with metadata (SafeTensors), the model's name and
 // its key/values and version as string metadata (so that a checkout back
-// to GGUF restores them exactly); into one without (PyTorch), nothing, and
-// Kept says the key/values are lost. Quantized tensors are refused
+// to GGUF restores them exactly); into one without (PyTorch), nothing
+// (Holds says the key/values are lost). Quantized tensors are refused
 // (lossy_conversion), as is a selection that spans several GGUF models,
 // whose key/values one file cannot keep apart. Into SafeTensors, a
 // llama-family model also converts to a Hugging Face directory
@@ -326,13 +377,7 @@ func (codec) Export(req formats.PlanRequest, target string, keepsMeta bool) (*fo
 			target, len(quantized), formats.DescribeDTypes(quantized))
 	}
 	if !keepsMeta {
-		out := &formats.Export{}
-		for _, f := range req.Source.Files {
-			if f.Role == objects.RoleContainer && f.Meta[MetaKV] != "" {
-				out.Kept = append(out.Kept, f.Path+": its GGUF key/values (tokenizer, chat template, hyper-parameters)")
-			}
-		}
-		return out, nil
+		return &formats.Export{}, nil // the key/values are lost (Holds)
 	}
 	models, err := ggufModels(req)
 	if err != nil {

@@ -58,7 +58,13 @@ func hfToGGUF(req formats.PlanRequest, m *ggufModel, container string) error {
 		}
 		*f.dst = b
 	}
-	c, why, err := NewToGGUF(files, ModelName(files.Config, m.name))
+	// The model directory's name: the ref's (add names a version after
+	// its directory), else the folder of the container in the version.
+	name := req.Options.Name
+	if name == "" && dir != "." {
+		name = path.Base(dir)
+	}
+	c, why, err := NewToGGUF(files, ModelName(files.Config, name, m.name))
 	if err != nil {
 		return errs.Wrap(errs.ClassOf(err), "checkout", err, "converting to GGUF for llama.cpp")
 	}
@@ -69,16 +75,21 @@ func hfToGGUF(req formats.PlanRequest, m *ggufModel, container string) error {
 		return nil
 	}
 	h := &hfGGUF{c: c, plans: map[string]TensorPlan{}, kept: hasKey(m.kvs, "general.architecture")}
-	var keep []objects.Tensor
+	var keep, skipped []objects.Tensor
 	for _, t := range m.tensors {
 		p, err := c.Tensor(t.Name, t.Shape)
 		if err != nil {
 			return errs.Wrap(errs.ClassOf(err), "checkout", err, "converting to GGUF for llama.cpp")
 		}
-		if !p.Skip {
-			h.plans[t.Name] = p
-			keep = append(keep, t)
+		if p.Skip {
+			skipped = append(skipped, t)
+			continue
 		}
+		h.plans[t.Name] = p
+		keep = append(keep, t)
+	}
+	if len(skipped) > 0 {
+		m.note = "left out, as llama.cpp's converter does (llama.cpp computes them from the rope key/values): " + formats.DescribeDTypes(skipped)
 	}
 	m.tensors, m.hf = keep, h
 	return nil
@@ -94,8 +105,11 @@ func hasKey(kvs []KV, key string) bool {
 }
 
 // apply renames, permutes and widens the planned tensors (in, after
-// --dtype's casts tr) and gives the key/values to write.
-func (h *hfGGUF) apply(src []objects.Tensor, in []formats.Tensor, tr []formats.Transform, kvs []KV) ([]formats.Tensor, []formats.Transform, []KV) {
+// --dtype's casts tr, from the stored src) and gives the key/values to
+// write. A tensor the converter generates (rope_freqs.weight for llama3
+// rope scaling) comes first, as the converter writes it, computed from
+// the empty source generated (its Transform ignores its input).
+func (h *hfGGUF) apply(src []objects.Tensor, in []formats.Tensor, tr []formats.Transform, kvs []KV) ([]objects.Tensor, []formats.Tensor, []formats.Transform, []KV) {
 	if tr == nil {
 		tr = make([]formats.Transform, len(in))
 	}
@@ -121,9 +135,31 @@ func (h *hfGGUF) apply(src []objects.Tensor, in []formats.Tensor, tr []formats.T
 		}
 	}
 	if !h.kept { // kept ones had general.file_type updated by withFileType
-		kvs = h.c.KVs(fileType)
+		// The converter's key/values, then the source's __metadata__
+		// entries (convertedModel) it does not set, which are kept too
+		// (but for the "format" marker, as into every target).
+		conv := h.c.KVs(fileType)
+		for _, kv := range kvs {
+			if !hasKey(conv, kv.Key) && kv.Key != stMetaPrefix+"format" {
+				conv = append(conv, kv)
+			}
+		}
+		kvs = conv
 	}
-	return in, tr, kvs
+	if b := h.c.RopeFreqs(); b != nil && !h.kept {
+		n := int64(len(b))
+		src = append([]objects.Tensor{generated(RopeFreqsTensor)}, src...)
+		in = append([]formats.Tensor{{Name: RopeFreqsTensor, DType: "F32", Shape: []int64{n / 4}, Size: n}}, in...)
+		tr = append([]formats.Transform{func([]byte) ([]byte, error) { return b, nil }}, tr...)
+	}
+	return src, in, tr, kvs
+}
+
+// generated is the source of a tensor a conversion computes rather than
+// reads: no bytes, which the restorer reads (none) and verifies before
+// the tensor's Transform makes its data.
+func generated(name string) objects.Tensor {
+	return objects.Tensor{Name: name + " (generated)", DType: "U8", Shape: []int64{0}, Digest: objects.Sum(nil)}
 }
 
 // then is prev (nil for none) followed by a row permutation of heads.

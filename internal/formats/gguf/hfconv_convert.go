@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"path"
 	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -33,6 +32,8 @@ type ToGGUF struct {
 	hkvs  []KV // hyper-parameters
 	tkvs  []KV // tokenizer
 	vocab int
+	// ropeFreqs are rope_freqs.weight's values (llama3 rope scaling).
+	ropeFreqs []float32
 }
 
 // NewToGGUF reads the files of an HF model directory. A directory this
@@ -68,6 +69,7 @@ func NewToGGUF(f Files, name string) (c *ToGGUF, why string, err error) {
 		}
 		return nil, "", err
 	}
+	c.ropeFreqs = c.hp.ropeFreqs
 	tc := map[string]json.RawMessage{}
 	if f.TokenizerConfig != nil {
 		if err := json.Unmarshal(f.TokenizerConfig, &tc); err != nil {
@@ -259,17 +261,6 @@ func (c *ToGGUF) KVs(fileType int64) []KV {
 		kvs = append(kvs, KV{Key: KeyFileType, Value: Uint32Value(uint32(fileType))})
 	}
 	return append(kvs, c.tkvs...)
-}
-
-// ModelName is general.name for a directory: config.json's _name_or_path
-// base name, else fallback.
-func ModelName(config []byte, fallback string) string {
-	if cfg, err := parseConfig(config); err == nil && cfg.NameOrPath != "" {
-		if b := path.Base(strings.TrimRight(cfg.NameOrPath, "/")); b != "." && b != "/" {
-			return b
-		}
-	}
-	return fallback
 }
 
 // ToF32 converts a little-endian F16, BF16 or F32 tensor to F32, exactly.

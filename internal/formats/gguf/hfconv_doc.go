@@ -20,10 +20,11 @@
 //     it (spmjson.go), for tokenizer implementations that read only that.
 //
 // Where the converter reads more than these files (generation_config.json,
-// added_tokens.json, tokenizer.chat_template.<name> of template lists,
-// rope_freqs for llama3 rope scaling — refused), these files do not;
-// general.name is config.json's _name_or_path (the converter: the
-// directory's name). A SentencePiece directory without tokenizer.json
+// added_tokens.json, tokenizer.chat_template.<name> of template lists, a
+// README.md model card's name), these files do not. llama3 rope scaling
+// is the rope_freqs tensor the converter generates (hfconv_rope.go);
+// general.name is made as the converter's metadata heuristics make it,
+// from _name_or_path or the model directory's name (the ref checked out). A SentencePiece directory without tokenizer.json
 // resolves tokenizer_config.json's special tokens in the vocabulary itself
 // (the converter would fall back to config.json's ids only).
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
 )
@@ -87,6 +88,7 @@ type hparams struct {
 	layers, heads, headsKV, hidden uint32
 	vocab                          uint32
 	hasVocab                       bool
+	ropeFreqs                      []float32 // llama3 rope scaling's factors
 }
 
 // hparamKVs is TextModel.set_gguf_parameters (and LlamaModel's additions)
@@ -172,39 +174,35 @@ func hparamKVs(arch string, c *config) ([]KV, hparams, error) {
 		}
 		kvs = append(kvs, KV{Key: p + "rope.dimension_count", Value: Uint32Value(dim)})
 	}
-	rope, err := ropeScalingKVs(p, c)
+	rope, freqs, err := ropeScalingKVs(arch, p, c, hp)
 	if err != nil {
 		return nil, hp, err
 	}
+	hp.ropeFreqs = freqs
 	return append(kvs, rope...), hp, nil
 }
 
 // ropeScalingKVs: linear and yarn scaling as the converter writes them;
-// llama3's needs a computed rope_freqs tensor, which this package does not
-// make, so it is refused rather than written wrong.
-func ropeScalingKVs(p string, c *config) ([]KV, error) {
+// llama3's (for llama and mistral, as LlamaModel converts it) writes no
+// key/value but the rope_freqs tensor's factors (llama3RopeFreqs).
+func ropeScalingKVs(arch, p string, c *config, hp hparams) ([]KV, []float32, error) {
 	raw, ok := c.Fields["rope_scaling"]
 	if !ok || string(raw) == "null" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var rs struct {
-		Type     string      `json:"type"`
-		RopeType string      `json:"rope_type"`
-		Factor   json.Number `json:"factor"`
-		Orig     json.Number `json:"original_max_position_embeddings"`
-	}
+	var rs ropeScaling
 	if err := json.Unmarshal(raw, &rs); err != nil {
-		return nil, errs.Wrap(errs.SchemaError, "hfconv", err, "config.json rope_scaling")
+		return nil, nil, errs.Wrap(errs.SchemaError, "hfconv", err, "config.json rope_scaling")
 	}
 	t := rs.RopeType
 	if t == "" {
 		t = rs.Type
 	}
 	f, _ := strconv.ParseFloat(rs.Factor.String(), 32)
-	switch t {
-	case "", "default":
-		return nil, nil
-	case "linear", "yarn":
+	switch {
+	case t == "" || t == "default":
+		return nil, nil, nil
+	case t == "linear" || t == "yarn":
 		kvs := []KV{
 			{Key: p + "rope.scaling.type", Value: StringValue(t)},
 			{Key: p + "rope.scaling.factor", Value: Float32Value(float32(f))},
@@ -212,9 +210,12 @@ func ropeScalingKVs(p string, c *config) ([]KV, error) {
 		if o, err := strconv.ParseUint(rs.Orig.String(), 10, 32); t == "yarn" && err == nil {
 			kvs = append(kvs, KV{Key: p + "rope.scaling.original_context_length", Value: Uint32Value(uint32(o))})
 		}
-		return kvs, nil
+		return kvs, nil, nil
+	case strings.ToLower(rs.RopeType) == "llama3" && arch == "llama":
+		freqs, err := llama3RopeFreqs(c, rs, hp)
+		return nil, freqs, err
 	}
-	return nil, errs.New(errs.UnsupportedVersion, "hfconv", "config.json rope_scaling type %q is not converted by this build (it takes linear and yarn); convert with llama.cpp's convert_hf_to_gguf.py", t)
+	return nil, nil, errs.New(errs.UnsupportedVersion, "hfconv", "config.json rope_scaling type %q is not converted by this build for %s (it takes linear and yarn, and llama3 for llama and mistral); convert with llama.cpp's convert_hf_to_gguf.py", t, arch)
 }
 
 // kvMap indexes key/values by key.

@@ -172,10 +172,11 @@ func TestHParams(t *testing.T) {
 	if _, _, err := hparamKVs("llama", huge); errs.ClassOf(err) != errs.SizeLimitExceeded {
 		t.Fatalf("vocab_size 2^30: %v", err)
 	}
-	// rope_scaling llama3 needs a rope_freqs tensor: refused, not dropped.
+	// rope_scaling llama3 gives a rope_freqs tensor, no key/value.
+	plain, _, _ := hparamKVs("llama", cfg)
 	cfg.Fields["rope_scaling"] = json.RawMessage(`{"rope_type": "llama3", "factor": 8.0}`)
-	if _, _, err := hparamKVs("llama", cfg); errs.ClassOf(err) != errs.UnsupportedVersion {
-		t.Fatalf("llama3 rope scaling: %v", err)
+	if kvs2, hp, err := hparamKVs("llama", cfg); err != nil || len(hp.ropeFreqs) == 0 || len(kvs2) != len(plain) {
+		t.Fatalf("llama3 rope scaling: %v, %d factors", err, len(hp.ropeFreqs))
 	}
 	cfg.Fields["rope_scaling"] = json.RawMessage(`{"type": "linear", "factor": 4.0}`)
 	kvs, _, err = hparamKVs("llama", cfg)

@@ -237,7 +237,9 @@ func planFile(p string, version uint32, a int64, kvs []KV, tensors []formats.Ten
 	f := formats.File{Path: p, Meta: fileMeta(version, a, kvs)}
 	b := extentBuilder{}
 	b.add(formats.Extent{Kind: formats.Frame, Size: int64(len(hdr)), Bytes: hdr})
-	b.zeros(align(b.pos, a) - b.pos)
+	if len(members) > 0 { // gguf-py pads before tensor data only: a vocabulary file ends at its key/values
+		b.zeros(align(b.pos, a) - b.pos)
+	}
 	for _, i := range members {
 		b.add(formats.Extent{Kind: formats.TensorData, Size: tensors[i].Size, Tensor: i})
 		b.zeros(align(b.pos, a) - b.pos)

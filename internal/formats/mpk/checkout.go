@@ -65,5 +65,5 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 			Extents: []formats.Extent{{Kind: formats.TensorData, Size: t.Size, Tensor: i}}})
 	}
 	sort.Slice(l.Files, func(i, j int) bool { return l.Files[i].Path < l.Files[j].Path })
-	return &formats.Planned{Layout: l, Tree: true}, nil
+	return &formats.Planned{Layout: l, Tree: true, Used: o.Uses(formats.OptExtract)}, nil
 }

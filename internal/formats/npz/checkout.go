@@ -15,8 +15,11 @@ import (
 // DefaultName is the file name (without .npz) a conversion writes.
 const DefaultName = "model"
 
-// Honours: an .npz is one file of arrays; only --dtype shapes it.
-func (codec) Honours() []formats.Option { return []formats.Option{formats.OptDType, formats.OptClamp} }
+// Honours: an .npz is one file of arrays; only --dtype shapes it, and what
+// it cannot keep beside them is left out with --drop-non-tensors.
+func (codec) Honours() []formats.Option {
+	return []formats.Option{formats.OptDType, formats.OptClamp, formats.OptDropNonTensors}
+}
 
 // Extensions are stripped from an added file's name for its ref name.
 func (codec) Extensions() []string { return []string{".npz", ".npy"} }
@@ -120,8 +123,7 @@ func fromFortran(src []byte, shape []int64, size int64) ([]byte, error) {
 // PlanCheckout writes the tensors as numpy.savez does: one stored .npz,
 // each tensor a C-order v1 .npy member NAME.npy. A tensor whose dtype
 // NumPy lacks (BF16, FP8, quantized types) is lossy_conversion (--dtype
-// f32 casts BF16); what another format keeps beside its tensors is lost
-// unless --drop-non-tensors.
+// f32 casts BF16).
 func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	name := DefaultName
 	if req.Source.Format == Codec.Name() {
@@ -134,9 +136,8 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	} else if req.From != nil && req.From.Name != "" {
 		name = req.From.Name
 	}
-	if req.From != nil && len(req.From.Kept) > 0 && !req.Options.DropNonTensors {
-		return nil, errs.New(errs.LossyConversion, "checkout",
-			"an .npz keeps only arrays; this version also holds %s: pass --drop-non-tensors to write the arrays without it", strings.Join(req.From.Kept, "; "))
+	if len(req.Tensors) == 0 { // a vocabulary-only GGUF: numpy.savez of nothing, which no reader wants
+		return nil, errs.New(errs.SchemaError, "checkout", "the version has no tensors, and an .npz of no arrays holds nothing; check it out in a format with metadata (gguf, safetensors)")
 	}
 	in, tr, err := cast.Tensors(req.Tensors, req.Options)
 	if err != nil {
@@ -157,7 +158,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, Used: cast.Used(req.Options, tr)}, nil
 }
 
 // Plan lays tensors out as NAME.npz, without I/O.

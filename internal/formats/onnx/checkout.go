@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"fmt"
 	"path"
 	"strings"
 
@@ -19,20 +20,32 @@ func (codec) Honours() []formats.Option {
 func (codec) Extensions() []string { return []string{".onnx"} }
 
 // Export names a checkout of an ONNX model in another format after its
-// first .onnx file. Unless --tensors chose what to convert, a model with
-// tensors whose data stays in the protobuf (int64_data, string_data, …) is
-// refused (lossy_conversion): the target would not have them.
-func (codec) Export(req formats.PlanRequest, target string, _ bool) (*formats.Export, error) {
-	out := &formats.Export{}
+// first .onnx file.
+func (codec) Export(req formats.PlanRequest, _ string, _ bool) (*formats.Export, error) {
 	for _, f := range req.Source.Files {
+		if f.Role == objects.RoleContainer && Codec.Claims(f.Path) {
+			return &formats.Export{Name: strings.TrimSuffix(f.Path, path.Ext(f.Path))}, nil
+		}
+	}
+	return &formats.Export{}, nil
+}
+
+// Keeps: an ONNX re-layout keeps the graph it rewrites.
+func (codec) Keeps(k formats.HeldKind) bool { return k == formats.HeldGraph }
+
+// Holds: each .onnx file's graph (nodes, inputs, outputs, attributes),
+// and the tensors whose data stays in the protobuf (int64_data,
+// string_data, …), which only ONNX keeps.
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
+	var out []formats.Held
+	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer || !Codec.Claims(f.Path) {
 			continue
 		}
-		if n := f.Meta[MetaFrameTensors]; n != "" && len(req.Options.Tensors) == 0 {
-			return nil, errs.New(errs.LossyConversion, "checkout", "%s holds %s tensors whose data is not raw bytes (int64_data, string_data, …: %s) and %s would not have them; choose the tensors to convert with --tensors", f.Path, n, f.Meta[MetaFrameTensorNames], target)
-		}
-		if out.Name == "" {
-			out.Name = strings.TrimSuffix(f.Path, path.Ext(f.Path))
+		out = append(out, formats.Held{What: f.Path + ": its graph (nodes, inputs, outputs, attributes)", Kind: formats.HeldGraph})
+		if n := f.Meta[MetaFrameTensors]; n != "" {
+			out = append(out, formats.Held{What: fmt.Sprintf("%s: %s tensors whose data is not raw bytes (int64_data, string_data, …: %s)", f.Path, n, f.Meta[MetaFrameTensorNames]),
+				Kind: formats.HeldGraph})
 		}
 	}
 	return out, nil
@@ -54,7 +67,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		return nil, errs.New(errs.SchemaError, "checkout", "--external-data and --inline-data exclude each other")
 	case o.ExternalData == "" && !o.InlineData:
 		return nil, errs.New(errs.SchemaError, "checkout", "an ONNX re-layout needs --external-data NAME or --inline-data")
-	case o.InlineData && (o.Alignment > 0 || o.SizeThreshold > 0):
+	case o.InlineData && (o.Alignment > 0 || o.SizeThreshold != nil):
 		return nil, errs.New(errs.SchemaError, "checkout", "--alignment and --size-threshold apply to --external-data, not to --inline-data")
 	}
 
@@ -95,7 +108,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	for i, t := range req.Tensors {
 		tensors[i] = formats.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size}
 	}
-	l, err := Plan(files, tensors, PlanOptions{ExternalData: o.ExternalData, SizeThreshold: o.SizeThreshold, Alignment: o.Alignment})
+	l, err := Plan(files, tensors, PlanOptions{ExternalData: o.ExternalData, SizeThreshold: threshold(o.SizeThreshold), Alignment: o.Alignment})
 	if err != nil {
 		return nil, err
 	}
@@ -104,5 +117,18 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 			return nil, errs.New(errs.SchemaError, "checkout", "the external data file %s would overwrite the model's file of that name; choose another --external-data", f.Path)
 		}
 	}
-	return &formats.Planned{Layout: l}, nil
+	return &formats.Planned{Layout: l, Used: o.Uses(formats.OptExternalData, formats.OptInlineData, formats.OptSizeThreshold, formats.OptAlignment)}, nil
+}
+
+// threshold is PlanOptions.SizeThreshold for --size-threshold: 0 (the
+// default) when not given; a given 0 is onnx's "every tensor moves",
+// which a threshold of 1 byte is, as a tensor without data never moves.
+func threshold(given *int64) int64 {
+	switch {
+	case given == nil:
+		return 0
+	case *given == 0:
+		return 1
+	}
+	return *given
 }

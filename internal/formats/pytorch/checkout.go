@@ -11,9 +11,11 @@ import (
 	"github.com/mstore/mstore/internal/objects"
 )
 
-// Honours: checkpoints are sharded as transformers shards them, and cast.
+// Honours: checkpoints are sharded as transformers shards them, and cast;
+// what they cannot keep (metadata, key/values, a graph, values that are
+// not tensors) is left out with --drop-non-tensors.
 func (codec) Honours() []formats.Option {
-	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp}
+	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp, formats.OptDropNonTensors}
 }
 
 // Extensions are stripped from an added file's name for its ref name.
@@ -28,6 +30,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err := pytorchLoss(req); err != nil {
 		return nil, err
 	}
+	if len(req.Tensors) == 0 { // a vocabulary-only GGUF
+		return nil, errs.New(errs.SchemaError, "checkout", "the version has no tensors, and a checkpoint of none holds nothing; check it out in a format with metadata (gguf, safetensors)")
+	}
 	in, tr, err := cast.Tensors(req.Tensors, req.Options)
 	if err != nil {
 		return nil, err
@@ -36,15 +41,12 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, Used: append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)}, nil
 }
 
-// pytorchLoss refuses (lossy_conversion) what a checkpoint of plain
-// tensors cannot keep: tensors of dtypes torch lacks (GGUF's quantized
-// types), and, unless DropNonTensors is set, what another format's
-// version keeps beside its tensors (its Export's Kept: GGUF key/values,
-// SafeTensors __metadata__). A PyTorch source's own values are checked by
-// Expand.
+// pytorchLoss refuses (lossy_conversion) tensors of dtypes torch lacks
+// (GGUF's quantized types). What a version holds beside its tensors is
+// formats.Losses's to decide.
 func pytorchLoss(req formats.PlanRequest) error {
 	var lacking []objects.Tensor
 	for _, t := range req.Tensors {
@@ -57,12 +59,7 @@ func pytorchLoss(req formats.PlanRequest) error {
 			"PyTorch has no dtype for %d tensors, they would be lost: %s (keep --format %s, or leave them out with --tensors)",
 			len(lacking), formats.DescribeDTypes(lacking), req.Source.Format)
 	}
-	if req.Options.DropNonTensors || req.From == nil || len(req.From.Kept) == 0 {
-		return nil
-	}
-	return errs.New(errs.LossyConversion, "checkout",
-		"a PyTorch checkpoint keeps only tensors; this version also holds %s: pass --drop-non-tensors to write the tensors without it",
-		strings.Join(req.From.Kept, "; "))
+	return nil
 }
 
 // pytorchFile is the checkpoint name a PyTorch version is written back
@@ -90,9 +87,9 @@ func pytorchFile(m *objects.Manifest) string {
 // file, in each checkpoint's order: a Layout tensor that is its storage is
 // written as stored; a view is read out of its storage (View.Gather), so
 // that shared storages are resolved and strided views made contiguous.
-// Values that are not tensors cannot be written by any re-layout: unless
-// DropNonTensors is set, they are lossy_conversion.
-func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.Expanded, error) {
+// Values that are not tensors cannot be written by any re-layout (Holds
+// lists them).
+func (codec) Expand(m *objects.Manifest, _ formats.WriteOptions) ([]formats.Expanded, error) {
 	byName := make(map[string]int, len(m.Tensors))
 	for i, t := range m.Tensors {
 		byName[t.Name] = i
@@ -151,48 +148,29 @@ func (codec) Expand(m *objects.Manifest, opts formats.WriteOptions) ([]formats.E
 			out = append(out, *x)
 		}
 	}
-	if opts.DropNonTensors {
-		return out, nil
-	}
-	otherCount, other, err := otherValues(m)
-	if err != nil {
-		return nil, err
-	}
-	if otherCount > 0 {
-		return nil, errs.New(errs.LossyConversion, "checkout",
-			"the checkpoint holds %d values that are not tensors (%s), which a re-laid-out or converted checkout cannot keep: pass --drop-non-tensors to write the tensors without them",
-			otherCount, strings.Join(other, "; "))
-	}
 	return out, nil
 }
 
-// NonTensors describes the checkpoint's values that are not tensors, which
-// a checkout with --drop-non-tensors leaves out (formats.NonTensorHolder).
-func (codec) NonTensors(m *objects.Manifest) ([]string, error) {
-	_, other, err := otherValues(m)
-	return other, err
-}
-
-// otherValues counts and describes, file by file, the values of m's
-// checkpoints that are not tensors.
-func otherValues(m *objects.Manifest) (count int, described []string, err error) {
+// Holds: each checkpoint's values that are not tensors (an epoch, a
+// learning rate, a config object), which no re-layout writes.
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
+	var out []formats.Held
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
 		fm, err := DecodeMeta(f.Meta)
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		if fm.Other == nil {
+		if fm.Other == nil || fm.Other.Count == 0 {
 			continue
 		}
-		count += fm.Other.Count
 		names := strings.Join(fm.Other.Names, ", ")
 		if fm.Other.Count > len(fm.Other.Names) {
 			names += ", …"
 		}
-		described = append(described, fmt.Sprintf("%s: %s", f.Path, names))
+		out = append(out, formats.Held{What: fmt.Sprintf("%s: %d values that are not tensors (%s)", f.Path, fm.Other.Count, names), Kind: formats.HeldValues})
 	}
-	return count, described, nil
+	return out, nil
 }

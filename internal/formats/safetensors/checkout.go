@@ -1,8 +1,9 @@
 package safetensors
 
 import (
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -11,13 +12,15 @@ import (
 	"github.com/mstore/mstore/internal/objects"
 )
 
-// Honours: SafeTensors files are sharded and cast; nothing else shapes them.
+// Honours: SafeTensors files are sharded and cast; nothing else shapes
+// them. What they cannot keep (an ONNX graph) is left out with
+// --drop-non-tensors.
 func (codec) Honours() []formats.Option {
-	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp}
+	return []formats.Option{formats.OptMaxShardSize, formats.OptDType, formats.OptClamp, formats.OptDropNonTensors}
 }
 
-// KeepsMeta: __metadata__ keeps a source's string key/values.
-func (codec) KeepsMeta() bool { return true }
+// Keeps: __metadata__ keeps a source's string key/values.
+func (codec) Keeps(k formats.HeldKind) bool { return k == formats.HeldMeta }
 
 // Extensions are stripped from an added file's name for its ref name.
 func (codec) Extensions() []string { return []string{".safetensors"} }
@@ -27,8 +30,7 @@ func (codec) Extensions() []string { return []string{".safetensors"} }
 // SafeTensors version's own, or what another format's Export carries). A
 // tensor whose dtype SafeTensors lacks (ONNX's INT4, GGUF's quantized
 // types) is lossy_conversion. A source's Export.Convert (a GGUF
-// llama-family model) is applied, with its files written beside; a cast
-// updates the torch_dtype of config.json beside the files (castConfig).
+// llama-family model) is applied, with its files written beside.
 func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	var meta map[string]string
 	name := ""
@@ -58,10 +60,8 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra, err := castConfig(req, tr != nil)
-	if err != nil {
-		return nil, err
-	}
+	used := append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)
+	var extra map[string][]byte
 	if req.From != nil && req.From.Convert != nil {
 		tr, extra = convert(req.From.Convert, in, tr), req.From.Convert.Files
 	}
@@ -69,7 +69,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr, Extra: extra}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, Extra: extra, Used: used}, nil
 }
 
 // convert applies a source's conversion (formats.Conversion) to the
@@ -97,26 +97,43 @@ func convert(c *formats.Conversion, in []formats.Tensor, tr []formats.Transform)
 }
 
 // Export carries a SafeTensors version's name and __metadata__ into
-// another format; a target without metadata loses the __metadata__ (but
-// for the "format" marker, which only says the tensors came from PyTorch).
+// another format (one with metadata keeps them; Holds says what the others
+// lose).
 func (codec) Export(req formats.PlanRequest, _ string, _ bool) (*formats.Export, error) {
 	out := &formats.Export{}
 	for _, f := range req.Source.Files {
+		if f.Role == objects.RoleContainer {
+			out.Name, out.Meta = baseName(f.Path), f.Meta
+			break
+		}
+	}
+	return out, nil
+}
+
+// Holds: the __metadata__ of the files (but for the "format" marker, which
+// only says the tensors came from PyTorch). A re-layout or conversion
+// keeps the first file's: another file's that differs is lost by every
+// target (HeldValues).
+func (codec) Holds(m *objects.Manifest, _ func(formats.HeldKind) bool) ([]formats.Held, error) {
+	var out []formats.Held
+	var first map[string]string
+	seen := false
+	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
-		if out.Meta == nil {
-			out.Name, out.Meta = baseName(f.Path), f.Meta
-		}
-		var keys []string
-		for k := range f.Meta {
-			if k != "format" {
-				keys = append(keys, k)
+		meta := maps.Clone(f.Meta)
+		delete(meta, "format")
+		keys := slices.Sorted(maps.Keys(meta))
+		switch {
+		case !seen:
+			first, seen = meta, true
+			if len(keys) > 0 {
+				out = append(out, formats.Held{What: f.Path + ": __metadata__ " + strings.Join(keys, ", "), Kind: formats.HeldMeta})
 			}
-		}
-		if len(keys) > 0 {
-			sort.Strings(keys)
-			out.Kept = append(out.Kept, f.Path+": __metadata__ "+strings.Join(keys, ", "))
+		case !maps.Equal(meta, first):
+			out = append(out, formats.Held{What: f.Path + ": __metadata__ " + strings.Join(keys, ", ") + ", which differs from the first file's (only that one is kept)",
+				Kind: formats.HeldValues})
 		}
 	}
 	return out, nil

@@ -1,12 +1,12 @@
-package safetensors
+package cast
 
 import (
 	"bytes"
 	"path"
 	"regexp"
+	"slices"
 
 	"github.com/mstore/mstore/internal/formats"
-	"github.com/mstore/mstore/internal/formats/cast"
 	"github.com/mstore/mstore/internal/objects"
 )
 
@@ -20,15 +20,17 @@ var torchDTypes = map[string]string{"F32": "float32", "F16": "float16", "BF16": 
 // maxConfig bounds the config.json read (real ones are a few KiB).
 const maxConfig = 16 << 20
 
-// castConfig is config.json beside the container files with torch_dtype
-// set to the --dtype of a SafeTensors checkout that cast tensors, so that
-// the written directory declares what it holds; the rest of the file is
-// kept byte for byte. nil when nothing changes.
-func castConfig(req formats.PlanRequest, casts bool) (map[string][]byte, error) {
-	target, err := cast.DType(req.Options.DType)
+// Config sets, in planned.Extra, the config.json beside the version's
+// container files with torch_dtype set to the --dtype of a checkout that
+// cast (planned.Used holds --dtype), whatever the target, so that the
+// written directory declares what it holds; the rest of the file is kept
+// byte for byte. A config.json the planner wrote itself (a GGUF model
+// converted to a Hugging Face directory) is left as it is.
+func Config(req formats.PlanRequest, planned *formats.Planned) error {
+	target, err := DType(req.Options.DType)
 	torch := torchDTypes[target]
-	if err != nil || !casts || torch == "" || req.Frames == nil {
-		return nil, err
+	if err != nil || torch == "" || req.Frames == nil || !slices.Contains(planned.Used, formats.OptDType) {
+		return err
 	}
 	var dir string
 	for _, f := range req.Source.Files {
@@ -38,17 +40,21 @@ func castConfig(req formats.PlanRequest, casts bool) (map[string][]byte, error) 
 		}
 	}
 	p := path.Join(dir, "config.json")
-	if f := req.Source.File(p); f == nil || f.Role != objects.RoleOther {
-		return nil, nil
+	if f := req.Source.File(p); f == nil || f.Role != objects.RoleOther || planned.Extra[p] != nil {
+		return nil
 	}
 	frames, err := req.Frames(p, maxConfig)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	old := bytes.Join(frames, nil)
 	b := torchDTypeKey.ReplaceAll(old, []byte(`${1}"`+torch+`"`))
 	if bytes.Equal(b, old) {
-		return nil, nil
+		return nil
 	}
-	return map[string][]byte{p: b}, nil
+	if planned.Extra == nil {
+		planned.Extra = map[string][]byte{}
+	}
+	planned.Extra[p] = b
+	return nil
 }
