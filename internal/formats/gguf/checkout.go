@@ -169,7 +169,7 @@ func ggufModels(req formats.PlanRequest) ([]*ggufModel, error) {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
-		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		kvs, err := resolvedKVs(f, req.Frames)
 		if err != nil {
 			return nil, errs.Wrap(errs.IntegrityError, "checkout", err, "%s: the manifest's key/values", f.Path)
 		}
