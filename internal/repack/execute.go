@@ -34,10 +34,13 @@ type Options struct {
 
 // Result is what a repack did.
 type Result struct {
-	Examined    int     `json:"examined"` // blobs read and coded
-	Grouped     int     `json:"grouped"`
-	Deltas      int     `json:"deltas"`
-	KeptRaw     int     `json:"kept_raw"` // coding did not pay
+	Examined int `json:"examined"` // blobs read and coded
+	Grouped  int `json:"grouped"`
+	Deltas   int `json:"deltas"`
+	KeptRaw  int `json:"kept_raw"` // coding did not pay
+	// KeptGrouped counts grouped blobs with a delta base whose delta was
+	// not smaller: they stay as they are.
+	KeptGrouped int     `json:"kept_grouped"`
 	Unreadable  int     `json:"unreadable"`
 	RawBytes    int64   `json:"raw_bytes"`    // of the blobs examined
 	CodedRaw    int64   `json:"coded_raw"`    // raw bytes of the blobs now coded
@@ -174,6 +177,8 @@ func (p *Plan) codeBatch(ctx context.Context, st *store.Store, reader *store.Blo
 			case err != nil:
 				res.Unreadable++
 				res.Problems = append(res.Problems, err.Error())
+			case c == nil && it.Rec.Coded():
+				res.KeptGrouped++
 			case c == nil:
 				res.KeptRaw++
 			default:
@@ -248,9 +253,21 @@ func (p *Plan) code(reader *store.BlobReader, it Item) (*coded, error) {
 			}
 		}
 	}
-	coding, stored := store.EncodeBlob(raw, it.Width, base)
-	if coding == store.CodingRaw {
+	var coding store.Coding
+	var stored []byte
+	switch {
+	case it.Rec.Coded() && base == nil:
 		return nil, nil
+	case it.Rec.Coded():
+		// Grouped already: only a smaller delta replaces it.
+		if stored = store.EncodeDelta(raw, it.Width, base); int64(len(stored)) >= it.Rec.Stored {
+			return nil, nil
+		}
+		coding = store.CodingDelta
+	default:
+		if coding, stored = store.EncodeBlob(raw, it.Width, base); coding == store.CodingRaw {
+			return nil, nil
+		}
 	}
 	rec := store.BlobRecord{Digest: it.Rec.Digest, Size: it.Rec.Size, Coding: coding}
 	if coding == store.CodingDelta {

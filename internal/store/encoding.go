@@ -121,7 +121,7 @@ func attachBase(tx *bolt.Tx, r *BlobRecord) error {
 func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 	best, coding := []byte(nil), CodingRaw
 	if base != nil {
-		delta := bytegroup.EncodeWith(bytegroup.XOR(nil, raw, base), width, base)
+		delta := EncodeDelta(raw, width, base)
 		if len(delta) < len(raw) {
 			best, coding = delta, CodingDelta
 		}
@@ -133,6 +133,14 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 		best, coding = g, CodingGrouped
 	}
 	return coding, best
+}
+
+// EncodeDelta returns the stored bytes of raw as a CodingDelta blob against
+// base (the raw bytes of a blob that is not itself a delta), whatever
+// their size: the caller keeps them only when they are smaller than what
+// it has.
+func EncodeDelta(raw []byte, width int, base []byte) []byte {
+	return bytegroup.EncodeWith(bytegroup.XOR(nil, raw, base), width, base)
 }
 
 // decodeBlob turns the stored bytes of rec into its raw bytes in buf
