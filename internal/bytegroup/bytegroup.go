@@ -23,6 +23,9 @@ var (
 	// magicCtx: the planes' elements are ordered by the top byte of the
 	// same element of a context array (a delta's base), see permute.
 	magicCtx = [4]byte{'M', 'B', 'G', 2}
+	// magicSub: the planes of a difference delta (delta.go), their elements
+	// ordered by the exponent of the context's element.
+	magicSub = [4]byte{'M', 'B', 'G', 3}
 )
 
 const (
@@ -62,6 +65,7 @@ type coder struct {
 	planes [][]byte // views of buf
 	tmp    []byte
 	tmp2   []byte
+	keys   []byte
 	perm   []int32
 }
 
@@ -117,15 +121,21 @@ func EncodeWith(src []byte, width int, ctx []byte) []byte {
 	if width == 1 {
 		ctx = nil
 	}
+	m := magic
+	if ctx != nil {
+		m = magicCtx
+	}
+	return encode(src, width, ctx, m)
+}
+
+// encode codes src under header m; ctx is nil for magic, else the
+// context whose elements order the planes' (permute).
+func encode(src []byte, width int, ctx []byte, m [4]byte) []byte {
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
 	n := len(src) / width
 	out := make([]byte, 0, len(src)+maxHeader+16*width)
-	if ctx != nil {
-		out = append(out, magicCtx[:]...)
-	} else {
-		out = append(out, magic[:]...)
-	}
+	out = append(out, m[:]...)
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
@@ -134,7 +144,7 @@ func EncodeWith(src []byte, width int, ctx []byte) []byte {
 		split(src, planes, width)
 	}
 	if ctx != nil {
-		c.permute(planes, ctx, width, false)
+		c.permute(planes, ctx, width, m == magicSub, false)
 	}
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
@@ -228,48 +238,66 @@ func flat(blk []byte) bool {
 
 // Width returns the plane count of coded data, checking only its header.
 func Width(enc []byte) (int, error) {
-	if len(enc) < 5 || [4]byte(enc[:4]) != magic && [4]byte(enc[:4]) != magicCtx || !validWidth(int(enc[4])) {
+	if len(enc) < 5 || [4]byte(enc[:4]) != magic && [4]byte(enc[:4]) != magicCtx && [4]byte(enc[:4]) != magicSub || !validWidth(int(enc[4])) {
 		return 0, ErrCorrupt
 	}
 	return int(enc[4]), nil
 }
 
 // permute reorders every plane's elements (inverse: back) by a stable
-// counting sort on the top byte of ctx's element at the same index (0
-// past ctx's end).
-func (c *coder) permute(planes [][]byte, ctx []byte, width int, inverse bool) {
+// counting sort on a key of ctx's element at the same index (0 past ctx's
+// end): its top byte, or, when exponent is set, the 8 bits under the top
+// bit of its top two bytes (a BF16's or an F32's exponent, without the
+// sign: the size of one step of its mantissa).
+func (c *coder) permute(planes [][]byte, ctx []byte, width int, exponent, inverse bool) {
 	n := len(planes[0])
-	var start [257]int
-	key := func(i int) byte {
-		if j := i*width + width - 1; j < len(ctx) {
-			return ctx[j]
+	c.keys = grow(c.keys, n)
+	keys := c.keys
+	whole := min(n, len(ctx)/width)
+	top := width - 1
+	if exponent {
+		for i := range whole {
+			keys[i] = byte((uint16(ctx[i*width+top])<<8 | uint16(ctx[i*width+top-1])) >> 7)
 		}
-		return 0
+	} else {
+		for i := range whole {
+			keys[i] = ctx[i*width+top]
+		}
 	}
-	for i := range n {
-		start[int(key(i))+1]++
+	for i := whole; i < n; i++ {
+		var e [8]byte
+		copy(e[:width], ctx[min(i*width, len(ctx)):])
+		keys[i] = e[top]
+		if exponent {
+			keys[i] = byte((uint16(e[top])<<8 | uint16(e[top-1])) >> 7)
+		}
+	}
+	var start [257]int
+	for _, k := range keys {
+		start[int(k)+1]++
 	}
 	for k := 1; k < 257; k++ {
 		start[k] += start[k-1]
 	}
 	c.perm = growInts(c.perm, n)
-	for i := range n {
-		k := key(i)
-		c.perm[i] = int32(start[k])
+	perm := c.perm
+	for i, k := range keys {
+		perm[i] = int32(start[k])
 		start[k]++
 	}
 	c.tmp2 = grow(c.tmp2, n)
 	for _, p := range planes {
+		p, tmp := p[:n], c.tmp2[:n]
 		if inverse {
-			for i, j := range c.perm {
-				c.tmp2[i] = p[j]
+			for i, j := range perm {
+				tmp[i] = p[j]
 			}
 		} else {
-			for i, j := range c.perm {
-				c.tmp2[j] = p[i]
+			for i, j := range perm {
+				tmp[j] = p[i]
 			}
 		}
-		copy(p, c.tmp2)
+		copy(p, tmp)
 	}
 }
 
@@ -290,6 +318,13 @@ func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
 // (data coded without one ignores it; data coded with one and given none is
 // ErrCorrupt).
 func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
+	if len(enc) >= 4 && [4]byte(enc[:4]) == magicSub {
+		return nil, fmt.Errorf("%w: a difference delta, which DecodeDelta reads", ErrCorrupt)
+	}
+	return decode(dst, enc, rawLen, ctx)
+}
+
+func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a decoder library's bug never takes the process down
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
@@ -299,7 +334,7 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 	if err != nil {
 		return nil, err
 	}
-	withCtx := [4]byte(enc[:4]) == magicCtx
+	withCtx := [4]byte(enc[:4]) != magic
 	if withCtx && (ctx == nil || width == 1) {
 		return nil, fmt.Errorf("%w: coded against a context it was not given", ErrCorrupt)
 	}
@@ -328,7 +363,7 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 		}
 	}
 	if withCtx {
-		c.permute(planes, ctx, width, true)
+		c.permute(planes, ctx, width, [4]byte(enc[:4]) == magicSub, true)
 	}
 	if width > 1 {
 		join(dst, planes, width)
