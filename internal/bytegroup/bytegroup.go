@@ -64,9 +64,8 @@ type coder struct {
 	buf    []byte   // the planes, back to back
 	planes [][]byte // views of buf
 	tmp    []byte
-	tmp2   []byte
-	keys   []byte
 	perm   []int32
+	delta  []byte // EncodeDelta's transformed array
 }
 
 // planesFor returns width planes of n bytes each.
@@ -139,12 +138,13 @@ func encode(src []byte, width int, ctx []byte, m [4]byte) []byte {
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
-	if width > 1 {
+	switch {
+	case width > 1 && ctx != nil:
+		planes = c.planesFor(n, width)
+		splitPermuted(src, planes, width, c.order(ctx, n, width, m == magicSub))
+	case width > 1:
 		planes = c.planesFor(n, width)
 		split(src, planes, width)
-	}
-	if ctx != nil {
-		c.permute(planes, ctx, width, m == magicSub, false)
 	}
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
@@ -160,10 +160,21 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += blockSize {
 		blk := plane[off:min(off+blockSize, len(plane))]
-		if flat(blk) { // the low mantissa bytes of weights: not worth a histogram
+		entropy, top := sampled(blk)
+		if entropy > 7.85 { // the low mantissa bytes of weights: not worth a histogram
 			out = append(out, kindRaw)
 			out = append(out, blk...)
 			continue
+		}
+		if top > 0.6 {
+			// Mostly one value (the high bytes of a delta): FSE codes it
+			// below the bit a byte that Huffman needs; Huffman is not tried.
+			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f)+binary.MaxVarintLen32 < len(blk) {
+				out = append(out, kindFSE)
+				out = binary.AppendUvarint(out, uint64(len(f)))
+				out = append(out, f...)
+				continue
+			}
 		}
 		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
 		switch {
@@ -172,7 +183,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		case err != nil || len(coded)+binary.MaxVarintLen32 >= len(blk):
 			out = append(out, kindRaw)
 			out = append(out, blk...)
-		case len(coded) < len(blk)/4:
+		case len(coded) < len(blk)/4 && top <= 0.6:
 			// Nearly one value (the high bytes of a delta): Huffman spends
 			// at least a bit a byte, FSE does not.
 			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f) < len(coded) {
@@ -193,8 +204,10 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		best, mode = len(plane), modeRaw
 	}
 	// zstd finds repeats and codes below a bit a byte: it pays on generic
-	// bytes (frames, JSON) and on planes that are nearly all one value.
-	if len(plane) > 0 && (generic || best*4 < len(plane)) {
+	// bytes (frames, JSON) and on planes that are nearly all one value. On
+	// a plane of many blocks it is tried whole only when it beats the
+	// first block's coding on that block.
+	if len(plane) > 0 && (generic || best*4 < len(plane)) && c.zstdMayPay(plane, out[start+1:]) {
 		enc, _ := zstdCoders()
 		c.tmp = enc.EncodeAll(plane, c.tmp[:0])
 		if len(c.tmp)+binary.MaxVarintLen32 < best {
@@ -213,12 +226,33 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	return out
 }
 
-// flat reports, from every 16th byte, whether blk is so close to uniform
-// (over 7.85 bits of entropy a byte) that no entropy coder can shrink it
-// by more than 2%.
-func flat(blk []byte) bool {
+// zstdMayPay codes plane's first block with zstd and compares it with
+// that block as coded (the start of blocks); a plane of one block is
+// always worth trying whole.
+func (c *coder) zstdMayPay(plane, blocks []byte) bool {
+	if len(plane) <= 2*blockSize || len(blocks) == 0 {
+		return true
+	}
+	first := 1 + blockSize // kind and raw bytes
+	switch blocks[0] {
+	case kindRLE:
+		first = 2
+	case kindHuff, kindFSE:
+		l, k := binary.Uvarint(blocks[1:])
+		first = 1 + k + int(l)
+	}
+	enc, _ := zstdCoders()
+	c.tmp = enc.EncodeAll(plane[:blockSize], c.tmp[:0])
+	return len(c.tmp)*10 < first*9
+}
+
+// sampled estimates, from every 16th byte, blk's entropy in bits a byte
+// (over 7.85: no entropy coder can shrink it by more than 2%) and the
+// share of its most frequent byte. A block under 16 KiB is not sampled
+// (0, 0: every coder is tried).
+func sampled(blk []byte) (entropy, top float64) {
 	if len(blk) < 16<<10 {
-		return false
+		return 0, 0
 	}
 	var h [256]int
 	n := 0
@@ -226,14 +260,15 @@ func flat(blk []byte) bool {
 		h[blk[i]]++
 		n++
 	}
-	e := 0.0
+	most := 0
 	for _, c := range h {
 		if c > 0 {
 			p := float64(c) / float64(n)
-			e -= p * math.Log2(p)
+			entropy -= p * math.Log2(p)
+			most = max(most, c)
 		}
 	}
-	return e > 7.85
+	return entropy, float64(most) / float64(n)
 }
 
 // Width returns the plane count of coded data, checking only its header.
@@ -244,61 +279,60 @@ func Width(enc []byte) (int, error) {
 	return int(enc[4]), nil
 }
 
-// permute reorders every plane's elements (inverse: back) by a stable
-// counting sort on a key of ctx's element at the same index (0 past ctx's
-// end): its top byte, or, when exponent is set, the 8 bits under the top
-// bit of its top two bytes (a BF16's or an F32's exponent, without the
-// sign: the size of one step of its mantissa).
-func (c *coder) permute(planes [][]byte, ctx []byte, width int, exponent, inverse bool) {
-	n := len(planes[0])
-	c.keys = grow(c.keys, n)
-	keys := c.keys
+// order returns the permutation that a stable counting sort on a key of
+// ctx's elements makes of n elements (perm[i] is element i's place; 0 is
+// the key past ctx's end): the element's top byte, or, when exponent is
+// set, the 8 bits under the top bit of its top two bytes (a BF16's or an
+// F32's exponent, without the sign: the size of one step of its mantissa).
+func (c *coder) order(ctx []byte, n, width int, exponent bool) []int32 {
 	whole := min(n, len(ctx)/width)
 	top := width - 1
+	key := func(i int) byte { // past ctx's whole elements
+		var e [8]byte
+		copy(e[:width], ctx[min(i*width, len(ctx)):])
+		if exponent {
+			return byte((uint16(e[top])<<8 | uint16(e[top-1])) >> 7)
+		}
+		return e[top]
+	}
+	// Two passes over ctx, the key computed in each: counts, then places.
+	var start [257]int32
 	if exponent {
 		for i := range whole {
-			keys[i] = byte((uint16(ctx[i*width+top])<<8 | uint16(ctx[i*width+top-1])) >> 7)
+			start[int(byte((uint16(ctx[i*width+top])<<8|uint16(ctx[i*width+top-1]))>>7))+1]++
 		}
 	} else {
 		for i := range whole {
-			keys[i] = ctx[i*width+top]
+			start[int(ctx[i*width+top])+1]++
 		}
 	}
 	for i := whole; i < n; i++ {
-		var e [8]byte
-		copy(e[:width], ctx[min(i*width, len(ctx)):])
-		keys[i] = e[top]
-		if exponent {
-			keys[i] = byte((uint16(e[top])<<8 | uint16(e[top-1])) >> 7)
-		}
-	}
-	var start [257]int
-	for _, k := range keys {
-		start[int(k)+1]++
+		start[int(key(i))+1]++
 	}
 	for k := 1; k < 257; k++ {
 		start[k] += start[k-1]
 	}
 	c.perm = growInts(c.perm, n)
 	perm := c.perm
-	for i, k := range keys {
-		perm[i] = int32(start[k])
+	if exponent {
+		for i := range whole {
+			k := byte((uint16(ctx[i*width+top])<<8 | uint16(ctx[i*width+top-1])) >> 7)
+			perm[i] = start[k]
+			start[k]++
+		}
+	} else {
+		for i := range whole {
+			k := ctx[i*width+top]
+			perm[i] = start[k]
+			start[k]++
+		}
+	}
+	for i := whole; i < n; i++ {
+		k := key(i)
+		perm[i] = start[k]
 		start[k]++
 	}
-	c.tmp2 = grow(c.tmp2, n)
-	for _, p := range planes {
-		p, tmp := p[:n], c.tmp2[:n]
-		if inverse {
-			for i, j := range perm {
-				tmp[i] = p[j]
-			}
-		} else {
-			for i, j := range perm {
-				tmp[j] = p[i]
-			}
-		}
-		copy(p, tmp)
-	}
+	return perm
 }
 
 func growInts(b []int32, n int) []int32 {
@@ -353,7 +387,7 @@ func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 		planes = c.planesFor(n, width)
 	}
 	for i, plane := range planes {
-		if width > 1 && !withCtx && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
+		if width > 1 && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
 			// A raw plane is joined straight from enc, never copied.
 			planes[i], in = in[1:1+n:1+n], in[1+n:]
 			continue
@@ -362,10 +396,10 @@ func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 			return nil, err
 		}
 	}
-	if withCtx {
-		c.permute(planes, ctx, width, [4]byte(enc[:4]) == magicSub, true)
-	}
-	if width > 1 {
+	switch {
+	case withCtx:
+		joinPermuted(dst, planes, width, c.order(ctx, n, width, [4]byte(enc[:4]) == magicSub))
+	case width > 1:
 		join(dst, planes, width)
 	}
 	if len(in) != rawLen-n*width {

@@ -29,7 +29,7 @@ import (
 const sampleMin = 1 << 20
 
 // sampleLen is the sample's length: a few huff0 blocks of each plane.
-const sampleLen = 256 << 10
+const sampleLen = 128 << 10
 
 // EncodeDelta codes raw as a delta against base (the raw bytes of an array
 // of the same dtype; shorter, longer or empty) in width planes, by the
@@ -41,7 +41,10 @@ func EncodeDelta(raw, base []byte, width int) []byte {
 	if width != 2 && width != 4 {
 		return EncodeWith(XOR(nil, raw, base), width, base)
 	}
-	d := make([]byte, len(raw))
+	c := coders.Get().(*coder)
+	defer coders.Put(c)
+	c.delta = grow(c.delta, len(raw))
+	d := c.delta
 	if len(raw) >= sampleMin {
 		// The transform that wins on a sample from the middle wins on the
 		// whole: a chunk of one tensor is of one kind throughout.
@@ -87,13 +90,22 @@ func difference(dst, a, base []byte, width int, inverse bool) []byte {
 	dst = grow(dst, len(a))
 	n := len(a) / width
 	whole := min(n, len(base)/width)
-	switch width {
-	case 2:
-		for i := range whole {
-			b := order16(binary.LittleEndian.Uint16(base[2*i:]))
-			binary.LittleEndian.PutUint16(dst[2*i:], diff16(binary.LittleEndian.Uint16(a[2*i:]), b, inverse))
+	switch w := whole * width; {
+	case width == 2 && inverse:
+		d, a, b := dst[:w], a[:w], base[:w]
+		for i := 0; i+1 < len(d) && i+1 < len(a) && i+1 < len(b); i += 2 {
+			z := uint16(a[i]) | uint16(a[i+1])<<8
+			v := unorder16(order16(uint16(b[i])|uint16(b[i+1])<<8) + (z>>1 ^ -(z & 1)))
+			d[i], d[i+1] = byte(v), byte(v>>8)
 		}
-	case 4:
+	case width == 2:
+		d, a, b := dst[:w], a[:w], base[:w]
+		for i := 0; i+1 < len(d) && i+1 < len(a) && i+1 < len(b); i += 2 {
+			x := int16(order16(uint16(a[i])|uint16(a[i+1])<<8) - order16(uint16(b[i])|uint16(b[i+1])<<8))
+			z := uint16(x<<1) ^ uint16(x>>15)
+			d[i], d[i+1] = byte(z), byte(z>>8)
+		}
+	case width == 4:
 		for i := range whole {
 			b := order32(binary.LittleEndian.Uint32(base[4*i:]))
 			binary.LittleEndian.PutUint32(dst[4*i:], diff32(binary.LittleEndian.Uint32(a[4*i:]), b, inverse))
