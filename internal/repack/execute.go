@@ -50,6 +50,11 @@ type Result struct {
 	Elapsed     float64 `json:"elapsed_seconds"`
 	MBPerSec    float64 `json:"mb_per_sec"`          // raw MB (1e6) examined per second
 	MBPerCore   float64 `json:"mb_per_sec_per_core"` // … per worker
+	// CPUSeconds is the CPU time the run took (every core, user and
+	// system); MBPerCPUSecond the raw MB examined per CPU second: a
+	// core's throughput however busy the machine is with other work.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	MBPerCPUSecond float64 `json:"mb_per_cpu_second"`
 	// Superseded counts the raw files the coded copies replace; Deleted
 	// those removed at the end; the rest are left to gc.
 	Superseded int      `json:"superseded_files"`
@@ -88,7 +93,7 @@ type coded struct {
 // Execute codes the plan's blobs, batch by batch. The caller holds the
 // store's lock shared.
 func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Result, error) {
-	start := time.Now()
+	start, cpuStart := time.Now(), cpuTime()
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -99,6 +104,9 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Res
 		if res.Elapsed > 0 {
 			res.MBPerSec = float64(res.RawBytes) / 1e6 / res.Elapsed
 			res.MBPerCore = res.MBPerSec / float64(workers)
+		}
+		if res.CPUSeconds = (cpuTime() - cpuStart).Seconds(); res.CPUSeconds > 0 {
+			res.MBPerCPUSecond = float64(res.RawBytes) / 1e6 / res.CPUSeconds
 		}
 	}()
 	reader := st.NewBlobReader()
