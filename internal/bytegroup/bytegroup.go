@@ -30,6 +30,10 @@ var (
 
 const (
 	blockSize = 128 << 10 // under huff0's BlockSizeMax, one table per block
+	// subBlockSize is the block of a difference delta (header 3): its
+	// planes, ordered by exponent, change their statistics along the way,
+	// which a table per 64 KiB follows better (−1.3% on a merged LoRA).
+	subBlockSize = 64 << 10
 
 	modeRaw   = 0
 	modeHuff  = 1
@@ -66,6 +70,7 @@ type coder struct {
 	tmp    []byte
 	perm   []int32
 	delta  []byte // EncodeDelta's transformed array
+	bs     int    // the block size of the buffer being coded
 }
 
 // planesFor returns width planes of n bytes each.
@@ -132,6 +137,7 @@ func EncodeWith(src []byte, width int, ctx []byte) []byte {
 func encode(src []byte, width int, ctx []byte, m [4]byte) []byte {
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
+	c.bs = blockSizeOf(m)
 	n := len(src) / width
 	out := make([]byte, 0, len(src)+maxHeader+16*width)
 	out = append(out, m[:]...)
@@ -158,8 +164,8 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
 	start := len(out)
 	out = append(out, modeHuff)
-	for off := 0; off < len(plane); off += blockSize {
-		blk := plane[off:min(off+blockSize, len(plane))]
+	for off := 0; off < len(plane); off += c.bs {
+		blk := plane[off:min(off+c.bs, len(plane))]
 		entropy, top := sampled(blk)
 		if entropy > 7.85 { // the low mantissa bytes of weights: not worth a histogram
 			out = append(out, kindRaw)
@@ -230,18 +236,18 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 // that block as coded (the start of blocks); a plane of one block is
 // always worth trying whole.
 func (c *coder) zstdMayPay(plane, blocks []byte) bool {
-	if len(plane) <= 2*blockSize {
+	if len(plane) <= 2*c.bs {
 		return true
 	}
 	// The middle block: a plane ordered by a context has its least
 	// typical elements at its ends.
-	mid := len(plane) / blockSize / 2
+	mid := len(plane) / c.bs / 2
 	size := 0
 	for i := 0; i <= mid; i++ {
 		if len(blocks) == 0 {
 			return true
 		}
-		size = 1 + blockSize // kind and raw bytes
+		size = 1 + c.bs // kind and raw bytes
 		switch blocks[0] {
 		case kindRLE:
 			size = 2
@@ -258,7 +264,7 @@ func (c *coder) zstdMayPay(plane, blocks []byte) bool {
 		blocks = blocks[size:]
 	}
 	enc, _ := zstdCoders()
-	c.tmp = enc.EncodeAll(plane[mid*blockSize:(mid+1)*blockSize], c.tmp[:0])
+	c.tmp = enc.EncodeAll(plane[mid*c.bs:(mid+1)*c.bs], c.tmp[:0])
 	return len(c.tmp)*10 < size*9
 }
 
@@ -291,6 +297,13 @@ func sampled(blk []byte) (entropy, top float64) {
 		}
 	}
 	return entropy, float64(most) / float64(n)
+}
+
+func blockSizeOf(m [4]byte) int {
+	if m == magicSub {
+		return subBlockSize
+	}
+	return blockSize
 }
 
 // Width returns the plane count of coded data, checking only its header.
@@ -404,6 +417,7 @@ func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 	n := rawLen / width
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
+	c.bs = blockSizeOf([4]byte(enc[:4]))
 	planes := [][]byte{dst[:n]}
 	if width > 1 {
 		planes = c.planesFor(n, width)
@@ -461,8 +475,8 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 		}
 		return rest, nil
 	case modeHuff:
-		for off := 0; off < len(plane); off += blockSize {
-			blk := plane[off:min(off+blockSize, len(plane))]
+		for off := 0; off < len(plane); off += c.bs {
+			blk := plane[off:min(off+c.bs, len(plane))]
 			if len(in) < 1 {
 				return nil, ErrCorrupt
 			}
@@ -489,7 +503,7 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 					return nil, err
 				}
 				in = rest
-				c.huff.MaxDecodedSize = blockSize
+				c.huff.MaxDecodedSize = c.bs
 				s, body, err := huff0.ReadTable(stream, &c.huff)
 				if err != nil {
 					return nil, fmt.Errorf("%w: huff0 table: %v", ErrCorrupt, err)

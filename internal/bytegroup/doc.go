@@ -12,7 +12,9 @@
 //
 //	magic "MBG" version (4 bytes: 1, or 2 when coded with a context: then
 //	  every plane's elements are in the order of a stable sort on the top
-//	  byte of the context's element, see EncodeWith)
+//	  byte of the context's element, see EncodeWith; or 3, a difference
+//	  delta: the same with the context element's exponent as the key, and
+//	  64 KiB blocks, see delta.go)
 //	width (1 byte: 1, 2, 4 or 8)
 //	raw length
 //	width planes, plane p holding byte p of every element:
