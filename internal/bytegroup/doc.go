@@ -20,7 +20,7 @@
 //	width planes, plane p holding byte p of every element:
 //	  mode (1 byte)
 //	    0 raw:   the plane's bytes
-//	    1 huff0: its 128 KiB blocks, each: kind (1 byte; 0 raw, 1 huff0
+//	    1 huff0: its 128 KiB blocks (64 KiB in version 3), each: kind (1 byte; 0 raw, 1 huff0
 //	             4X stream with its table, 2 one repeated byte, 3 FSE
 //	             stream with its table, for blocks of nearly one value)
 //	             then, for kinds 1 and 3, the stream's length and the
