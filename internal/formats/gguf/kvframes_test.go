@@ -101,14 +101,19 @@ func TestKVFramesCutParseAndPlanAlike(t *testing.T) {
 	}
 }
 
-func TestKVFramesManifestKeepsArraysByReference(t *testing.T) {
-	kvs := bigKVs(3000)
+// parsedBig generates and parses a model with kvs: its file and bytes.
+func parsedBig(t *testing.T, kvs []KV) (formats.File, map[string][]byte) {
+	t.Helper()
 	files := generate(t, mixedSpecs[:2], PlanOptions{KVs: kvs})
 	l, err := parseFiles(files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := l.Files[0]
+	return l.Files[0], files
+}
+
+func TestKVFramesManifestKeepsArraysByReference(t *testing.T) {
+	f, files := parsedBig(t, bigKVs(3000))
 	full, stored := f.Meta[MetaKV], f.StoredMeta[MetaKV]
 	if len(stored) > 16<<10 || len(stored) >= len(full)/2 {
 		t.Fatalf("the manifest's key/values take %d bytes of %d", len(stored), len(full))
@@ -174,24 +179,14 @@ func TestKVFramesManifestKeepsArraysByReference(t *testing.T) {
 // inline; diff compares it with one that keeps them by reference by the
 // bytes of the key/value, not by how the manifest holds it.
 func TestKVFramesDiffAcrossManifestForms(t *testing.T) {
-	kvs := bigKVs(3000)
-	files := generate(t, mixedSpecs[:2], PlanOptions{KVs: kvs})
-	l, err := parseFiles(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := l.Files[0]
+	f, files := parsedBig(t, bigKVs(3000))
 	mf, _ := manifestFile(t, f, files[f.Path])
 	old := mf
 	old.Meta = f.Meta // the inline form
 	changed := bigKVs(3000)
 	changed[1].Value.Strs[2999] = "other"
-	files2 := generate(t, mixedSpecs[:2], PlanOptions{KVs: changed})
-	l2, err := parseFiles(files2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mf2, _ := manifestFile(t, l2.Files[0], files2[l2.Files[0].Path])
+	f2, files2 := parsedBig(t, changed)
+	mf2, _ := manifestFile(t, f2, files2[f2.Path])
 	for name, c := range map[string]struct {
 		a, b      objects.File
 		unchanged bool
