@@ -234,6 +234,9 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest
 	}
 	for fi, f := range files {
 		mf := objects.File{Path: f.Path, Size: f.Size, Role: objects.RoleContainer, Meta: f.Meta}
+		if f.StoredMeta != nil {
+			mf.Meta = f.StoredMeta
+		}
 		switch {
 		case f.other:
 			mf.Role = objects.RoleOther

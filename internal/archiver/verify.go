@@ -84,7 +84,7 @@ func layoutDifference(a, b *formats.Layout) string {
 // cost an allocation per extent; a parsed layout's frames carry no Bytes
 // or CRC-32 slots, but they are compared too).
 func sameFile(a, b *formats.File) bool {
-	if a.Path != b.Path || a.Size != b.Size || a.Index != b.Index || !maps.Equal(a.Meta, b.Meta) || len(a.Extents) != len(b.Extents) {
+	if a.Path != b.Path || a.Size != b.Size || a.Index != b.Index || !maps.Equal(a.Meta, b.Meta) || !maps.Equal(a.StoredMeta, b.StoredMeta) || len(a.Extents) != len(b.Extents) {
 		return false
 	}
 	if (a.Meta == nil) != (b.Meta == nil) {

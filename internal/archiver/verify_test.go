@@ -206,7 +206,7 @@ func TestLayoutComparisonCoversEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v    any
 		want int
-	}{{formats.File{}, 5}, {formats.Extent{}, 6}, {formats.Tensor{}, 4}} {
+	}{{formats.File{}, 6}, {formats.Extent{}, 6}, {formats.Tensor{}, 4}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.want {
 			t.Errorf("%T has %d fields, sameFile/layoutDifference compare %d: compare the new ones", c.v, n, c.want)
 		}
@@ -227,6 +227,7 @@ func TestLayoutComparisonCoversEveryField(t *testing.T) {
 	}
 	for name, change := range map[string]func(l *formats.Layout){
 		"meta":   func(l *formats.Layout) { l.Files[0].Meta["k"] = "w" },
+		"stored": func(l *formats.Layout) { l.Files[0].StoredMeta = map[string]string{"k": "v"} },
 		"offset": func(l *formats.Layout) { l.Files[0].Extents[0].Offset = 1 },
 		"kind":   func(l *formats.Layout) { l.Files[0].Extents[0].Kind = formats.Zeros },
 		"index":  func(l *formats.Layout) { l.Files[0].Index = true },

@@ -202,14 +202,21 @@ func FuzzDecode(f *testing.F) {
 			ctx = fuzzCtx
 		}
 		out, err := DecodeWith(nil, enc, rawLen, ctx)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v is not ErrCorrupt", err)
-			}
-			return
-		}
-		if len(out) != rawLen {
-			t.Fatalf("decoded %d bytes, want %d", len(out), rawLen)
-		}
+		requireDecodedOrCorrupt(t, out, err, rawLen)
 	})
+}
+
+// requireDecodedOrCorrupt is what a decoder must do with any input: give
+// rawLen bytes, or fail with ErrCorrupt.
+func requireDecodedOrCorrupt(t *testing.T, out []byte, err error, rawLen int) {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error %v is not ErrCorrupt", err)
+		}
+		return
+	}
+	if len(out) != rawLen {
+		t.Fatalf("decoded %d bytes, want %d", len(out), rawLen)
+	}
 }

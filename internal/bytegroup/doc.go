@@ -12,13 +12,15 @@
 //
 //	magic "MBG" version (4 bytes: 1, or 2 when coded with a context: then
 //	  every plane's elements are in the order of a stable sort on the top
-//	  byte of the context's element, see EncodeWith)
+//	  byte of the context's element, see EncodeWith; or 3, a difference
+//	  delta: the same with the context element's exponent as the key, and
+//	  64 KiB blocks, see delta.go)
 //	width (1 byte: 1, 2, 4 or 8)
 //	raw length
 //	width planes, plane p holding byte p of every element:
 //	  mode (1 byte)
 //	    0 raw:   the plane's bytes
-//	    1 huff0: its 128 KiB blocks, each: kind (1 byte; 0 raw, 1 huff0
+//	    1 huff0: its 128 KiB blocks (64 KiB in version 3), each: kind (1 byte; 0 raw, 1 huff0
 //	             4X stream with its table, 2 one repeated byte, 3 FSE
 //	             stream with its table, for blocks of nearly one value)
 //	             then, for kinds 1 and 3, the stream's length and the

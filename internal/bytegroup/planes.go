@@ -77,3 +77,54 @@ func spreadBytes(v uint32) uint64 {
 	x = (x | x<<16) & 0x0000ffff0000ffff
 	return (x | x<<8) & 0x00ff00ff00ff00ff
 }
+
+// splitPermuted is split with element i written at perm[i] of each plane.
+func splitPermuted(src []byte, planes [][]byte, width int, perm []int32) {
+	n := len(planes[0])
+	perm = perm[:n]
+	switch width {
+	case 2:
+		p0, p1, src := planes[0][:n], planes[1][:n], src[:2*n]
+		for i, j := range perm {
+			p0[j], p1[j] = src[2*i], src[2*i+1]
+		}
+	case 4:
+		p0, p1, p2, p3, src := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n], src[:4*n]
+		for i, j := range perm {
+			s := src[4*i : 4*i+4 : 4*i+4]
+			p0[j], p1[j], p2[j], p3[j] = s[0], s[1], s[2], s[3]
+		}
+	default:
+		for i, j := range perm {
+			for p, b := range src[i*width : i*width+width] {
+				planes[p][j] = b
+			}
+		}
+	}
+}
+
+// joinPermuted is splitPermuted's inverse.
+func joinPermuted(dst []byte, planes [][]byte, width int, perm []int32) {
+	n := len(planes[0])
+	perm = perm[:n]
+	switch width {
+	case 2:
+		p0, p1, dst := planes[0][:n], planes[1][:n], dst[:2*n]
+		for i, j := range perm {
+			dst[2*i], dst[2*i+1] = p0[j], p1[j]
+		}
+	case 4:
+		p0, p1, p2, p3, dst := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n], dst[:4*n]
+		for i, j := range perm {
+			d := dst[4*i : 4*i+4 : 4*i+4]
+			d[0], d[1], d[2], d[3] = p0[j], p1[j], p2[j], p3[j]
+		}
+	default:
+		for i, j := range perm {
+			d := dst[i*width : i*width+width]
+			for p := range d {
+				d[p] = planes[p][j]
+			}
+		}
+	}
+}

@@ -20,8 +20,13 @@ type File struct {
 	// codec validated and can regenerate.
 	Index bool
 	// Meta is format-specific metadata a writer needs again.
-	Meta    map[string]string
-	Extents []Extent // cover [0, Size) in order, without gaps
+	Meta map[string]string
+	// StoredMeta, when not nil, is what the manifest keeps instead of Meta:
+	// the same, with values that the file's frames already hold kept by
+	// reference (GGUF's tokenizer arrays), which the codec reads back from
+	// the frames.
+	StoredMeta map[string]string
+	Extents    []Extent // cover [0, Size) in order, without gaps
 }
 
 // ExtentKind says what fills a run of a file. The zero value is invalid.

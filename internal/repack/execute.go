@@ -34,10 +34,13 @@ type Options struct {
 
 // Result is what a repack did.
 type Result struct {
-	Examined    int     `json:"examined"` // blobs read and coded
-	Grouped     int     `json:"grouped"`
-	Deltas      int     `json:"deltas"`
-	KeptRaw     int     `json:"kept_raw"` // coding did not pay
+	Examined int `json:"examined"` // blobs read and coded
+	Grouped  int `json:"grouped"`
+	Deltas   int `json:"deltas"`
+	KeptRaw  int `json:"kept_raw"` // coding did not pay
+	// KeptGrouped counts grouped blobs with a delta base whose delta was
+	// not smaller: they stay as they are.
+	KeptGrouped int     `json:"kept_grouped"`
 	Unreadable  int     `json:"unreadable"`
 	RawBytes    int64   `json:"raw_bytes"`    // of the blobs examined
 	CodedRaw    int64   `json:"coded_raw"`    // raw bytes of the blobs now coded
@@ -47,6 +50,11 @@ type Result struct {
 	Elapsed     float64 `json:"elapsed_seconds"`
 	MBPerSec    float64 `json:"mb_per_sec"`          // raw MB (1e6) examined per second
 	MBPerCore   float64 `json:"mb_per_sec_per_core"` // … per worker
+	// CPUSeconds is the CPU time the run took (every core, user and
+	// system); MBPerCPUSecond the raw MB examined per CPU second: a
+	// core's throughput however busy the machine is with other work.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	MBPerCPUSecond float64 `json:"mb_per_cpu_second"`
 	// Superseded counts the raw files the coded copies replace; Deleted
 	// those removed at the end; the rest are left to gc.
 	Superseded int      `json:"superseded_files"`
@@ -85,7 +93,7 @@ type coded struct {
 // Execute codes the plan's blobs, batch by batch. The caller holds the
 // store's lock shared.
 func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Result, error) {
-	start := time.Now()
+	start, cpuStart := time.Now(), cpuTime()
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -96,6 +104,9 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Res
 		if res.Elapsed > 0 {
 			res.MBPerSec = float64(res.RawBytes) / 1e6 / res.Elapsed
 			res.MBPerCore = res.MBPerSec / float64(workers)
+		}
+		if res.CPUSeconds = (cpuTime() - cpuStart).Seconds(); res.CPUSeconds > 0 {
+			res.MBPerCPUSecond = float64(res.RawBytes) / 1e6 / res.CPUSeconds
 		}
 	}()
 	reader := st.NewBlobReader()
@@ -174,6 +185,8 @@ func (p *Plan) codeBatch(ctx context.Context, st *store.Store, reader *store.Blo
 			case err != nil:
 				res.Unreadable++
 				res.Problems = append(res.Problems, err.Error())
+			case c == nil && it.Rec.Coded():
+				res.KeptGrouped++
 			case c == nil:
 				res.KeptRaw++
 			default:
@@ -248,9 +261,21 @@ func (p *Plan) code(reader *store.BlobReader, it Item) (*coded, error) {
 			}
 		}
 	}
-	coding, stored := store.EncodeBlob(raw, it.Width, base)
-	if coding == store.CodingRaw {
+	var coding store.Coding
+	var stored []byte
+	switch {
+	case it.Rec.Coded() && base == nil:
 		return nil, nil
+	case it.Rec.Coded():
+		// Grouped already: only a smaller delta replaces it.
+		if stored = store.EncodeDelta(raw, it.Width, base); int64(len(stored)) >= it.Rec.Stored {
+			return nil, nil
+		}
+		coding = store.CodingDelta
+	default:
+		if coding, stored = store.EncodeBlob(raw, it.Width, base); coding == store.CodingRaw {
+			return nil, nil
+		}
 	}
 	rec := store.BlobRecord{Digest: it.Rec.Digest, Size: it.Rec.Size, Coding: coding}
 	if coding == store.CodingDelta {

@@ -15,7 +15,8 @@ import (
 	"github.com/mstore/mstore/internal/store"
 )
 
-// Item is one blob to code.
+// Item is one blob to code: a raw one, or a grouped one with a delta base
+// (Rec.Coded()), which only a smaller delta replaces.
 type Item struct {
 	Rec   store.BlobRecord
 	Width int             // byte planes
@@ -29,6 +30,10 @@ type Plan struct {
 	ToCode      int   `json:"to_code"`
 	ToCodeBytes int64 `json:"to_code_bytes"`
 	WithBase    int   `json:"with_base"` // of which with a delta base
+	// Regrouped counts blobs an earlier run grouped that now have a delta
+	// base (theirs was added since, or gc re-coded them on their own):
+	// each becomes a delta when that is smaller than it is now.
+	Regrouped int `json:"grouped_with_base"`
 	// Unreadable lists versions whose manifest cannot be read: their blobs
 	// are still coded, with one plane and no base.
 	Unreadable []string `json:"unreadable"`
@@ -105,7 +110,8 @@ func NewPlan(ctx context.Context, st *store.Store) (*Plan, error) {
 	widths, bases := chooseBases(versions, p.seen)
 	for _, d := range sortedDigests(p.seen) {
 		r := p.seen[d]
-		if r.Coded() {
+		b, hasBase := bases[d]
+		if r.Coding == store.CodingDelta || r.Coding == store.CodingGrouped && !hasBase {
 			p.AlreadyDone++
 			continue
 		}
@@ -113,9 +119,12 @@ func NewPlan(ctx context.Context, st *store.Store) (*Plan, error) {
 			continue
 		}
 		it := Item{Rec: r, Width: max(widths[d], 1)}
-		if b, ok := bases[d]; ok {
+		if hasBase {
 			it.Base = &b
 			p.WithBase++
+		}
+		if r.Coded() {
+			p.Regrouped++
 		}
 		p.items = append(p.items, it)
 		p.ToCode++

@@ -360,3 +360,57 @@ func TestGCKeepsBasesLiveVersionsNeed(t *testing.T) {
 	requireCheckout(t, st, db, base)
 	requireClean(t, st)
 }
+
+// A fine-tune grouped before its base was known becomes a delta once it
+// is (here by a hint set afterwards), when the delta is smaller; against
+// an unrelated base the delta is not smaller and the grouped blob stays.
+// Either way the versions check out bit for bit and a further run codes
+// nothing.
+func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
+	root := t.TempDir()
+	st := open(t, root)
+	other, base, ft := seededModel(t, root, "other", 5, 0), model(t, root, "base", 0), model(t, root, "ft", 3)
+	df := storetest.Add(t, st, ft, "ft")
+	if _, res, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || res.Grouped == 0 || res.Deltas != 0 {
+		t.Fatalf("first repack: %+v %v, want grouped blobs only", res, err)
+	}
+	grouped := records(t, st)
+	dother := storetest.Add(t, st, other, "other")
+	if err := st.SetDeltaBase(df, dother); err != nil {
+		t.Fatal(err)
+	}
+	plan, res, err := repack.Run(context.Background(), st, repack.Options{})
+	if err != nil || plan.Regrouped == 0 || res.KeptGrouped != plan.Regrouped || res.Deltas != 0 {
+		t.Fatalf("against an unrelated base: plan %+v result %+v %v, want every grouped blob kept", plan, res, err)
+	}
+	for d, r := range records(t, st) {
+		if g, ok := grouped[d]; ok && (g.Coding != r.Coding || g.Stored != r.Stored) {
+			t.Fatalf("%s moved from %s to %s", d.Short(), g.Coding, r.Coding)
+		}
+	}
+
+	db := storetest.Add(t, st, base, "base")
+	if err := st.SetDeltaBase(df, db); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Usage()
+	plan, res, err = repack.Run(context.Background(), st, repack.Options{})
+	if err != nil || plan.Regrouped == 0 || res.Deltas == 0 {
+		t.Fatalf("against its base: plan %+v result %+v %v, want grouped blobs turned into deltas", plan, res, err)
+	}
+	after, _ := st.Usage()
+	if after.StoredBlobBytes >= before.StoredBlobBytes {
+		t.Fatalf("stored %d bytes after, %d before", after.StoredBlobBytes, before.StoredBlobBytes)
+	}
+	for d, r := range records(t, st) {
+		if g, ok := grouped[d]; ok && g.Coding == store.CodingGrouped && r.Coding == store.CodingDelta && r.Stored >= g.Stored {
+			t.Fatalf("%s became a delta of %d bytes, grouped it took %d", d.Short(), r.Stored, g.Stored)
+		}
+	}
+	requireCheckout(t, st, df, ft)
+	requireCheckout(t, st, db, base)
+	requireClean(t, st)
+	if _, again, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || again.Grouped+again.Deltas != 0 {
+		t.Fatalf("a further run coded %+v (%v), want nothing", again, err)
+	}
+}

@@ -22,9 +22,12 @@ const (
 	// CodingGrouped is the blob's bytes split into byte planes and entropy
 	// coded (internal/bytegroup).
 	CodingGrouped
-	// CodingDelta is the XOR of the blob with its base blob (the same-offset
-	// chunk of a tensor of the same dtype and length), byte-grouped and
-	// coded. A base is never itself a delta: a read needs at most two blobs.
+	// CodingDelta is the blob against its base blob (the same-offset chunk
+	// of a tensor of the same dtype and length): their XOR, or the zigzag
+	// difference of their elements, byte-grouped and coded; the coded
+	// bytes' header says which (bytegroup.EncodeDelta), so deltas written
+	// before the difference existed read as they did. A base is never
+	// itself a delta: a read needs at most two blobs.
 	CodingDelta
 )
 
@@ -121,7 +124,7 @@ func attachBase(tx *bolt.Tx, r *BlobRecord) error {
 func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 	best, coding := []byte(nil), CodingRaw
 	if base != nil {
-		delta := bytegroup.EncodeWith(bytegroup.XOR(nil, raw, base), width, base)
+		delta := EncodeDelta(raw, width, base)
 		if len(delta) < len(raw) {
 			best, coding = delta, CodingDelta
 		}
@@ -135,15 +138,26 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 	return coding, best
 }
 
+// EncodeDelta returns the stored bytes of raw as a CodingDelta blob against
+// base (the raw bytes of a blob that is not itself a delta), whatever
+// their size: the caller keeps them only when they are smaller than what
+// it has.
+func EncodeDelta(raw []byte, width int, base []byte) []byte {
+	return bytegroup.EncodeDelta(raw, base, width)
+}
+
 // decodeBlob turns the stored bytes of rec into its raw bytes in buf
 // (grown as needed); base is the raw bytes of its base, for a delta.
 func decodeBlob(rec BlobRecord, stored, base, buf []byte) ([]byte, error) {
-	out, err := bytegroup.DecodeWith(buf, stored, int(rec.Size), base)
+	var out []byte
+	var err error
+	if rec.Coding == CodingDelta {
+		out, err = bytegroup.DecodeDelta(buf, stored, int(rec.Size), base)
+	} else {
+		out, err = bytegroup.DecodeWith(buf, stored, int(rec.Size), nil)
+	}
 	if err != nil {
 		return nil, errs.Wrap(errs.IntegrityError, "store", err, "blob %s: its %s bytes do not decode (run `mstore fsck`)", rec.Digest.Short(), rec.Coding)
-	}
-	if rec.Coding == CodingDelta {
-		out = bytegroup.XOR(out, out, base)
 	}
 	return out, nil
 }

@@ -35,7 +35,7 @@ func (codec) Holds(m *objects.Manifest, keeps func(formats.HeldKind) bool) ([]fo
 		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
 			continue
 		}
-		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		kvs, _, err := manifestKVs(f) // the keys: values kept in frames are not read
 		if err != nil {
 			return nil, errs.Wrap(errs.IntegrityError, "checkout", err, "%s: the manifest's key/values", f.Path)
 		}
@@ -220,7 +220,7 @@ func ggufModels(req formats.PlanRequest) ([]*ggufModel, error) {
 		if f.Role != objects.RoleContainer {
 			continue
 		}
-		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		kvs, err := resolvedKVs(f, req.Frames)
 		if err != nil {
 			return nil, errs.Wrap(errs.IntegrityError, "checkout", err, "%s: the manifest's key/values", f.Path)
 		}

@@ -43,6 +43,7 @@ type parsedFile struct {
 	size    int64
 	h       *header
 	extents []formats.Extent
+	own     []int // by key/value: the extent that holds it alone, or -1 (headerFrames)
 }
 
 // Parse reads the header of every GGUF file among paths, checks split
@@ -79,7 +80,8 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			l.Tensors = append(l.Tensors, formats.Tensor{Name: t.name, DType: t.dtype, Shape: t.shape(), Size: t.size})
 		}
 		f := formats.File{Path: pf.path, Size: pf.size, Meta: fileMeta(pf.h.version, pf.h.alignment, pf.h.kvs),
-			Extents: pf.extents}
+			StoredMeta: fileMeta(pf.h.version, pf.h.alignment, nil), Extents: pf.extents}
+		f.StoredMeta[MetaKV] = storedKVs(pf.h.kvs, pf.own)
 		for i := range f.Extents {
 			if f.Extents[i].Kind == formats.TensorData {
 				f.Extents[i].Tensor += base
@@ -115,7 +117,7 @@ func parseFile(dir formats.Dir, p string, lim formats.Limits) (*parsedFile, erro
 	}
 	size, a := f.Size(), h.alignment
 	b := extentBuilder{f: f, path: p}
-	b.add(formats.Extent{Kind: formats.Frame, Size: h.infoEnd})
+	b.addHeader(h.kvEnds, h.infoEnd, nil)
 	dataStart := align(h.infoEnd, a)
 	if len(h.tensors) == 0 {
 		if size > dataStart {
@@ -124,7 +126,7 @@ func parseFile(dir formats.Dir, p string, lim formats.Limits) (*parsedFile, erro
 		if err := b.pad(h.infoEnd, size-h.infoEnd); err != nil {
 			return nil, err
 		}
-		return &parsedFile{path: p, size: size, h: h, extents: b.out}, nil
+		return &parsedFile{path: p, size: size, h: h, extents: b.out, own: b.own}, nil
 	}
 	if size < dataStart {
 		return nil, errs.At(errs.InvalidArchive, pkg, p, size, "the file ends before its data section at byte %d", dataStart)
@@ -156,7 +158,7 @@ func parseFile(dir formats.Dir, p string, lim formats.Limits) (*parsedFile, erro
 		}
 		expect = padEnd - dataStart
 	}
-	return &parsedFile{path: p, size: size, h: h, extents: b.out}, nil
+	return &parsedFile{path: p, size: size, h: h, extents: b.out, own: b.own}, nil
 }
 
 // extentBuilder appends a file's extents in order.
@@ -166,6 +168,26 @@ type extentBuilder struct {
 	out  []formats.Extent
 	pos  int64
 	buf  []byte
+	own  []int // see parsedFile
+	// sealed extents are never joined by padding: a key/value's own frame
+	// holds that key/value and nothing else.
+	sealed int
+}
+
+// addHeader adds the header's frames (headerFrames), at offset 0. hdr,
+// when not nil, is the header's bytes (a planned file).
+func (b *extentBuilder) addHeader(kvEnds []int64, infoEnd int64, hdr []byte) {
+	frames, own := headerFrames(kvEnds, infoEnd)
+	for _, e := range frames {
+		if hdr != nil {
+			e.Bytes = hdr[e.Offset : e.Offset+e.Size : e.Offset+e.Size]
+		}
+		b.add(e)
+	}
+	b.own, b.sealed = own, len(b.out)
+	if last := len(own) - 1; last < 0 || own[last] != len(frames)-1 {
+		b.sealed-- // the last frame is not a key/value's own
+	}
 }
 
 func (b *extentBuilder) add(e formats.Extent) {
@@ -189,7 +211,7 @@ func (b *extentBuilder) pad(off, n int64) error {
 		b.add(formats.Extent{Kind: formats.Zeros, Size: n})
 		return nil
 	}
-	if last := len(b.out) - 1; last >= 0 && b.out[last].Kind == formats.Frame {
+	if last := len(b.out) - 1; last >= b.sealed && b.out[last].Kind == formats.Frame {
 		b.out[last].Size += n
 		b.pos += n
 		return nil

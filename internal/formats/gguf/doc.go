@@ -32,6 +32,11 @@
 // tensor infos (the vocabulary files of llama.cpp do); a file may end
 // inside the padding after its last tensor.
 //
+// The header is cut into several Frame extents: each key/value of at least
+// KVFrameMin bytes (a tokenizer's arrays, a long chat template) is a frame
+// of its own, so versions that share a tokenizer share its blobs, and the
+// manifest keeps those arrays by reference (see kvframes.go).
+//
 // Padding that is all zeros becomes a Zeros extent; padding with other
 // bytes is kept in a Frame extent, so that every file comes back byte for
 // byte. In the manifest a tensor's Shape is row-major (ne reversed, n_dims

@@ -51,6 +51,7 @@ type header struct {
 	alignment int64
 	tensors   []tensorInfo // in file order, which is data order
 	infoEnd   int64        // where the tensor infos end
+	kvEnds    []int64      // where each key/value ends; kvs[0] begins at byte 24
 }
 
 // tensorInfo is one tensor info. offset is relative to the data section.
@@ -225,6 +226,7 @@ func readHeader(f formats.ReadAtCloser, p string, lim formats.Limits) (*header, 
 
 func (h *header) readKVs(s *scanner, n int) error {
 	h.kvs = make([]KV, 0, n)
+	h.kvEnds = make([]int64, 0, n)
 	seen := make(map[string]bool, n)
 	for range n {
 		at := s.pos
@@ -244,6 +246,7 @@ func (h *header) readKVs(s *scanner, n int) error {
 			return err
 		}
 		h.kvs = append(h.kvs, KV{Key: key, Value: v})
+		h.kvEnds = append(h.kvEnds, s.pos)
 		// The value as read, and as JSON in the manifest (EncodeKVs).
 		if err := s.charge(2*kvSize(h.kvs[len(h.kvs)-1]) + jsonSize(v) + 64); err != nil {
 			return err

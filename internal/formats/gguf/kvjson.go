@@ -133,6 +133,10 @@ type jsonKV struct {
 	Type  string          `json:"type"`
 	Elem  string          `json:"elem"`
 	Value json.RawMessage `json:"value"`
+	// A reference to the frame that holds the key/value (kvframes.go).
+	Count *int            `json:"count"`
+	First json.RawMessage `json:"first"`
+	Frame *int            `json:"frame"`
 }
 
 var typeByValueName = func() map[string]ValueType {
@@ -146,6 +150,13 @@ var typeByValueName = func() map[string]ValueType {
 // DecodeKVs reads what EncodeKVs wrote. Anything else (unknown fields or
 // types, numbers out of range, duplicate or empty keys) is schema_error.
 func DecodeKVs(b []byte) ([]KV, error) {
+	kvs, _, err := decodeKVs(b, false)
+	return kvs, err
+}
+
+// decodeKVs reads EncodeKVs' JSON and, when refsOK, the references to
+// frames that a manifest's gguf.kv may hold (storedKVs): by entry index.
+func decodeKVs(b []byte, refsOK bool) ([]KV, map[int]frameRef, error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.SchemaError, pkg, "key/value JSON: "+format, args...)
 	}
@@ -153,35 +164,51 @@ func DecodeKVs(b []byte) ([]KV, error) {
 	dec.DisallowUnknownFields()
 	var raw []jsonKV
 	if err := dec.Decode(&raw); err != nil {
-		return nil, bad("%v", err)
+		return nil, nil, bad("%v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF { // More() would miss a stray ']'
-		return nil, bad("text after the array")
+		return nil, nil, bad("text after the array")
 	}
 	out := make([]KV, 0, len(raw))
+	var refs map[int]frameRef
 	seen := make(map[string]bool, len(raw))
 	for _, r := range raw {
 		if r.Key == nil {
-			return nil, bad("an entry has no key")
+			return nil, nil, bad("an entry has no key")
 		}
 		key := *r.Key
 		if err := checkKey(key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if seen[key] {
-			return nil, bad("key %q appears twice", key)
+			return nil, nil, bad("key %q appears twice", key)
 		}
 		seen[key] = true
 		t, ok := typeByValueName[r.Type]
 		if !ok {
-			return nil, bad("key %q: unknown type %q", key, r.Type)
+			return nil, nil, bad("key %q: unknown type %q", key, r.Type)
 		}
 		v := Value{Type: t}
 		if t == TypeArray {
 			if v.Type, ok = typeByValueName[r.Elem]; !ok || v.Type == TypeArray {
-				return nil, bad("key %q: bad array element type %q", key, r.Elem)
+				return nil, nil, bad("key %q: bad array element type %q", key, r.Elem)
 			}
 			v.Array = true
+			if r.Frame != nil || r.Count != nil || r.First != nil {
+				if !refsOK || r.Value != nil || r.Frame == nil {
+					return nil, nil, bad("key %q: a reference to a frame is only read from a manifest, with a frame index and no value", key)
+				}
+				ref, err := decodeRef(key, &v, r.Count, r.First, *r.Frame)
+				if err != nil {
+					return nil, nil, err
+				}
+				if refs == nil {
+					refs = map[int]frameRef{}
+				}
+				refs[len(out)] = ref
+				out = append(out, KV{Key: key, Value: v})
+				continue
+			}
 			// Element by element: a tokenizer or a byte array of millions
 			// of elements decodes into its Raw bytes or strings, never
 			// into a value per element; counted first, to allocate once.
@@ -193,14 +220,17 @@ func DecodeKVs(b []byte) ([]KV, error) {
 				v.Raw = make([]byte, 0, n*v.Type.width())
 			}
 			if err := eachElem(r.Value, v.appendJSON); err != nil {
-				return nil, bad("key %q: %v", key, err)
+				return nil, nil, bad("key %q: %v", key, err)
 			}
 		} else {
+			if r.Frame != nil || r.Count != nil || r.First != nil {
+				return nil, nil, bad("key %q: only an array is kept by reference", key)
+			}
 			if r.Elem != "" {
-				return nil, bad("key %q: a %s has no element type", key, r.Type)
+				return nil, nil, bad("key %q: a %s has no element type", key, r.Type)
 			}
 			if err := v.appendJSON(r.Value); err != nil {
-				return nil, bad("key %q: %v", key, err)
+				return nil, nil, bad("key %q: %v", key, err)
 			}
 		}
 		if v.Type == TypeString && v.Strs == nil {
@@ -208,7 +238,7 @@ func DecodeKVs(b []byte) ([]KV, error) {
 		}
 		out = append(out, KV{Key: key, Value: v})
 	}
-	return out, nil
+	return out, refs, nil
 }
 
 // eachElem calls fn with each element of raw, a JSON array (the decoder

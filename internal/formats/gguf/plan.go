@@ -219,8 +219,10 @@ func planFile(p string, version uint32, a int64, kvs []KV, tensors []formats.Ten
 	hdr = binary.LittleEndian.AppendUint32(hdr, version)
 	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(members)))
 	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(kvs)))
-	for _, kv := range kvs {
+	kvEnds := make([]int64, len(kvs))
+	for i, kv := range kvs {
 		hdr = appendKV(hdr, kv)
+		kvEnds[i] = int64(len(hdr))
 	}
 	var off int64
 	for _, i := range members {
@@ -236,7 +238,7 @@ func planFile(p string, version uint32, a int64, kvs []KV, tensors []formats.Ten
 	}
 	f := formats.File{Path: p, Meta: fileMeta(version, a, kvs)}
 	b := extentBuilder{}
-	b.add(formats.Extent{Kind: formats.Frame, Size: int64(len(hdr)), Bytes: hdr})
+	b.addHeader(kvEnds, int64(len(hdr)), hdr) // cut as Parse cuts it
 	if len(members) > 0 { // gguf-py pads before tensor data only: a vocabulary file ends at its key/values
 		b.zeros(align(b.pos, a) - b.pos)
 	}

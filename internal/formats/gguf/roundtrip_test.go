@@ -30,9 +30,22 @@ func TestRealFilesParse(t *testing.T) {
 				t.Fatal("key/values do not encode back to the same JSON")
 			}
 			if len(l.Tensors) == 0 {
-				// llama.cpp's vocabulary files stop right after the tensor infos.
-				if len(l.Files[0].Extents) != 1 || l.Files[0].Extents[0].Kind != formats.Frame {
-					t.Fatalf("extents %+v, want one frame", l.Files[0].Extents)
+				// llama.cpp's vocabulary files stop right after the tensor
+				// infos: frames only, the tokenizer's arrays each its own.
+				var big int
+				for _, e := range l.Files[0].Extents {
+					if e.Kind != formats.Frame {
+						t.Fatalf("extents %+v, want frames only", l.Files[0].Extents)
+					}
+					if e.Size >= KVFrameMin {
+						big++
+						if _, err := parseKVFrame(b[e.Offset:e.Offset+e.Size], name); err != nil {
+							t.Fatalf("frame at %d: %v", e.Offset, err)
+						}
+					}
+				}
+				if big < 2 {
+					t.Fatalf("%d frames of key/values of their own, want the tokenizer's arrays", big)
 				}
 			}
 		})

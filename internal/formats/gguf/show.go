@@ -45,7 +45,7 @@ func (codec) Describe(m *objects.Manifest) (*formats.Details, error) {
 		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
 			continue
 		}
-		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		kvs, _, err := manifestKVs(f)
 		if err != nil {
 			return nil, err
 		}
@@ -147,13 +147,13 @@ func elemText(v Value, i, limit int) string {
 
 // ggufModelKVs gives each GGUF model of a version (a file, or the shards of
 // a split, by prefix) its key/values, without the split keys.
-func ggufModelKVs(m *objects.Manifest) (map[string][]KV, error) {
-	out := map[string][]KV{}
+func ggufModelKVs(m *objects.Manifest) (map[string][]modelKV, error) {
+	out := map[string][]modelKV{}
 	for _, f := range m.Files {
 		if f.Role != objects.RoleContainer || f.Meta[MetaKV] == "" {
 			continue
 		}
-		kvs, err := DecodeKVs([]byte(f.Meta[MetaKV]))
+		kvs, refs, err := manifestKVs(f)
 		if err != nil {
 			return nil, err
 		}
@@ -161,16 +161,40 @@ func ggufModelKVs(m *objects.Manifest) (map[string][]KV, error) {
 		if prefix, _, n, ok := ShardOf(f.Path); ok && n > 1 {
 			name = prefix + " (split)"
 		}
-		for _, kv := range kvs {
+		for i, kv := range kvs {
 			if !IsSplitKey(kv.Key) {
-				out[name] = append(out[name], kv)
+				r, byRef := refs[i]
+				out[name] = append(out[name], modelKV{KV: kv, byRef: byRef, frame: r.digest})
 			}
 		}
 		if _, ok := out[name]; !ok {
-			out[name] = []KV{}
+			out[name] = []modelKV{}
 		}
 	}
 	return out, nil
+}
+
+// modelKV is a key/value of a manifest; one kept by reference (byRef) holds
+// its first elements and is compared by its frame's digest.
+type modelKV struct {
+	KV
+	byRef bool
+	frame objects.Digest
+}
+
+// same reports whether a and b are the same key/value, bit for bit.
+func (a modelKV) same(b modelKV) bool {
+	if !a.byRef && !b.byRef {
+		return a.Value.Equal(b.Value)
+	}
+	return a.digest() == b.digest()
+}
+
+func (a modelKV) digest() objects.Digest {
+	if a.byRef {
+		return a.frame
+	}
+	return kvDigest(a.KV)
 }
 
 // ggufKVChange is one key/value that differs between two versions.
@@ -195,7 +219,7 @@ func (codec) Diff(a, b *objects.Manifest) (*formats.Details, error) {
 	if err != nil {
 		return nil, err
 	}
-	pairs := map[string][2][]KV{}
+	pairs := map[string][2][]modelKV{}
 	if len(ka) == 1 && len(kb) == 1 {
 		for na, va := range ka {
 			for nb, vb := range kb {
@@ -203,7 +227,7 @@ func (codec) Diff(a, b *objects.Manifest) (*formats.Details, error) {
 				if na != nb {
 					name = na + " → " + nb
 				}
-				pairs[name] = [2][]KV{va, vb}
+				pairs[name] = [2][]modelKV{va, vb}
 			}
 		}
 	} else {
@@ -258,8 +282,8 @@ func (codec) Diff(a, b *objects.Manifest) (*formats.Details, error) {
 }
 
 // diffKVs compares two key/value lists by key.
-func diffKVs(model string, a, b []KV) (changes []ggufKVChange, unchanged int) {
-	old := map[string]KV{}
+func diffKVs(model string, a, b []modelKV) (changes []ggufKVChange, unchanged int) {
+	old := map[string]modelKV{}
 	for _, kv := range a {
 		old[kv.Key] = kv
 	}
@@ -269,12 +293,12 @@ func diffKVs(model string, a, b []KV) (changes []ggufKVChange, unchanged int) {
 		o, ok := old[kv.Key]
 		switch {
 		case !ok:
-			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "added", To: summary(kv)})
-		case o.Value.Equal(kv.Value):
+			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "added", To: summary(kv.KV)})
+		case o.same(kv):
 			unchanged++
 		default:
-			from, to := summary(o), summary(kv)
-			if o.Value.Array && kv.Value.Array && o.Value.Type == kv.Value.Type {
+			from, to := summary(o.KV), summary(kv.KV)
+			if o.Value.Array && kv.Value.Array && o.Value.Type == kv.Value.Type && !o.byRef && !kv.byRef {
 				to += fmt.Sprintf(" (first difference at [%d])", firstDifference(o.Value, kv.Value))
 			}
 			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "changed", From: from, To: to})
@@ -282,7 +306,7 @@ func diffKVs(model string, a, b []KV) (changes []ggufKVChange, unchanged int) {
 	}
 	for _, kv := range a {
 		if !seen[kv.Key] {
-			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "removed", From: summary(kv)})
+			changes = append(changes, ggufKVChange{Model: model, Key: kv.Key, Change: "removed", From: summary(kv.KV)})
 		}
 	}
 	return changes, unchanged

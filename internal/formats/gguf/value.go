@@ -72,6 +72,10 @@ type Value struct {
 	Array bool
 	Raw   []byte
 	Strs  []string
+	// count, when not 0, is the length of an array that a manifest keeps
+	// by reference (kvframes.go): Raw or Strs hold its first elements only,
+	// for show; nothing writes such a value.
+	count int
 }
 
 // Equal reports whether v and w are the same value, bit for bit (as their
@@ -82,6 +86,9 @@ func (v Value) Equal(w Value) bool {
 
 // Len is the number of elements (1 for a scalar).
 func (v Value) Len() int {
+	if v.count > 0 {
+		return v.count
+	}
 	if v.Type == TypeString {
 		return len(v.Strs)
 	}

@@ -1,0 +1,150 @@
+package bytegroup
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// nearBase draws a base for target: unrelated, or target with small
+// changes of value (steps of the mantissa, across zero and into the
+// special values too), or target itself.
+func nearBase(t *rapid.T, target []byte) []byte {
+	switch rapid.IntRange(0, 3).Draw(t, "base_kind") {
+	case 0:
+		return genData(t, "base")
+	case 1:
+		return bytes.Clone(target)
+	}
+	base := bytes.Clone(target)
+	cut := rapid.IntRange(0, len(base)).Draw(t, "base_len") // shorter than the target, or as long
+	base = base[:cut]
+	r := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "step_seed"), 2))
+	for i := 0; i+1 < len(base); i += 2 {
+		v := binary.LittleEndian.Uint16(base[i:]) + uint16(r.IntN(9)-4)
+		if r.IntN(40) == 0 {
+			v = specials16[r.IntN(len(specials16))]
+		}
+		binary.LittleEndian.PutUint16(base[i:], v)
+	}
+	return base
+}
+
+// Every delta, by either transform, decodes to its target bit for bit,
+// whatever the target and base (any length, any bits, a base shorter or
+// longer or empty), and refuses a wrong length.
+func TestDifferenceDeltaRoundTripProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		target := genData(t, "target")
+		base := nearBase(t, target)
+		width := rapid.SampledFrom([]int{1, 2, 4, 8, 3}).Draw(t, "width")
+		for name, enc := range map[string][]byte{
+			"smaller": EncodeDelta(target, base, width),
+			"xor":     EncodeWith(XOR(nil, target, base), max(width&6, 1), base),
+		} {
+			got, err := DecodeDelta(nil, enc, len(target), base)
+			if err != nil || !bytes.Equal(got, target) {
+				t.Fatalf("%s: round trip differs (target %d base %d width %d): %v", name, len(target), len(base), width, err)
+			}
+			if _, err := DecodeDelta(nil, enc, len(target)+1, base); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: a wrong length: %v, want ErrCorrupt", name, err)
+			}
+		}
+		if width == 2 || width == 4 {
+			enc := encode(difference(nil, target, base, width, false), width, base, magicSub)
+			got, err := DecodeDelta(nil, enc, len(target), base)
+			if err != nil || !bytes.Equal(got, target) {
+				t.Fatalf("difference: round trip differs (target %d base %d width %d): %v", len(target), len(base), width, err)
+			}
+			if _, err := DecodeWith(nil, enc, len(target), base); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a difference delta read as a plain one: %v, want ErrCorrupt", err)
+			}
+		}
+	})
+}
+
+// The order maps are bijections that sort finite floats as their values.
+func TestOrderIsAMonotoneBijection(t *testing.T) {
+	prevF := float32(math.Inf(-1))
+	seen := make([]bool, 1<<16)
+	for u := range 1 << 16 {
+		o := order16(uint16(u))
+		if seen[o] || unorder16(o) != uint16(u) {
+			t.Fatalf("order16(%#04x) = %#04x is not a bijection", u, o)
+		}
+		seen[o] = true
+	}
+	for o := range 1 << 16 {
+		f := math.Float32frombits(uint32(unorder16(uint16(o))) << 16)
+		if math.IsNaN(float64(f)) {
+			continue
+		}
+		if f < prevF {
+			t.Fatalf("order %#04x is %v, after %v", o, f, prevF)
+		}
+		prevF = f
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, u := range append(specials32, r.Uint32(), r.Uint32(), r.Uint32(), 0xffffffff, 0x7fffffff) {
+		if unorder32(order32(u)) != u {
+			t.Fatalf("order32(%#08x) does not invert", u)
+		}
+	}
+}
+
+// A chunk past the sampling length, of odd length, against a base that
+// stops in the middle of its sample and of its last element: the
+// transform picked on the sample decodes the whole.
+func TestDeltaLongChunkShortBase(t *testing.T) {
+	base, ft := lora(sampleMin + 3)
+	for _, b := range [][]byte{base, base[:sampleMin/2+1]} {
+		for _, width := range []int{2, 4} {
+			enc := EncodeDelta(ft, b, width)
+			got, err := DecodeDelta(nil, enc, len(ft), b)
+			if err != nil || !bytes.Equal(got, ft) {
+				t.Fatalf("base %d width %d: %v", len(b), width, err)
+			}
+		}
+	}
+}
+
+// On a merged LoRA's BF16 delta the difference codes smaller than XOR,
+// under 0.41 of the raw bytes, and EncodeDelta picks it.
+func TestDifferenceBeatsXOROnFineTunes(t *testing.T) {
+	base, ft := lora(sampleMin)
+	byXOR := len(EncodeWith(XOR(nil, ft, base), 2, base))
+	byDiff := len(encode(difference(nil, ft, base, 2, false), 2, base, magicSub))
+	got := EncodeDelta(ft, base, 2)
+	t.Logf("XOR %.4f, difference %.4f", float64(byXOR)/float64(len(ft)), float64(byDiff)/float64(len(ft)))
+	if byDiff >= byXOR || float64(byDiff) > 0.41*float64(len(ft)) || len(got) != byDiff {
+		t.Fatalf("difference %d, XOR %d, picked %d of %d bytes", byDiff, byXOR, len(got), len(ft))
+	}
+}
+
+// FuzzDecodeDelta: no coded input may panic or decode to another length;
+// every failure is ErrCorrupt. rawLen is bounded as the store's record
+// bounds it, so memory is too.
+func FuzzDecodeDelta(f *testing.F) {
+	base, ft := lora(6000)
+	for _, width := range []int{1, 2, 4} {
+		f.Add(EncodeDelta(ft, base, width), len(ft), true)
+		f.Add(encode(difference(nil, ft, base, 2, false), 2, base, magicSub), len(ft), true)
+		f.Add(EncodeDelta(ft[:777], nil, width), 777, false)
+	}
+	f.Fuzz(func(t *testing.T, enc []byte, rawLen int, withBase bool) {
+		if rawLen < 0 || rawLen > 1<<18 {
+			return
+		}
+		var b []byte
+		if withBase {
+			b = base
+		}
+		out, err := DecodeDelta(nil, enc, rawLen, b)
+		requireDecodedOrCorrupt(t, out, err, rawLen)
+	})
+}
