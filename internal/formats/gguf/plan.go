@@ -239,7 +239,9 @@ func planFile(p string, version uint32, a int64, kvs []KV, tensors []formats.Ten
 	f := formats.File{Path: p, Meta: fileMeta(version, a, kvs)}
 	b := extentBuilder{}
 	b.addHeader(kvEnds, int64(len(hdr)), hdr) // cut as Parse cuts it
-	if len(members) > 0 {                     // gguf-py pads before tensor data only: a vocabulary file ends at its key/values
+	// gguf-py pads before tensor data only: a vocabulary file ends at its
+	// key/values.
+	if len(members) > 0 {
 		b.zeros(align(b.pos, a) - b.pos)
 	}
 	for _, i := range members {
