@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,12 +118,44 @@ func isPrecondition(err error) bool {
 		status == http.StatusConflict || c == "ConditionalRequestConflict"
 }
 
+// isUnauthorized is the object store refusing the credentials: a missing,
+// unknown or wrong key, or a key without the right to this bucket.
+func isUnauthorized(err error) bool {
+	status, c := code(err)
+	switch c {
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
+		"XAdminUserNotFound": // versitygw's unknown access key, with a 404
+		return true
+	}
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// absent returns notFound, the not_found of an object that a GET or HEAD
+// answered 404 to, unless the object store refuses the credentials: some
+// (versitygw) answer an unknown access key's GET or HEAD with a 404 whose
+// body a HEAD does not carry. A listing, which has a body, tells them
+// apart, and a missing object is rare enough to afford one.
+func (r *Remote) absent(ctx context.Context, notFound error) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for o := range r.c.ListObjects(lctx, r.bucket, minio.ListObjectsOptions{Prefix: r.prefix, MaxKeys: 1}) {
+		if o.Err != nil && isUnauthorized(o.Err) {
+			return r.wrap(o.Err, "list")
+		}
+		break
+	}
+	return notFound
+}
+
 func (r *Remote) wrap(err error, what string) error {
 	if err == nil {
 		return nil
 	}
 	if errs.ClassOf(err) != 0 {
 		return err
+	}
+	if isUnauthorized(err) {
+		return errs.Wrap(errs.Unauthorized, "s3", err, "%s %s: the object store refused the credentials; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and the key's rights on the bucket)", what, r.url)
 	}
 	return fmt.Errorf("s3: %s %s: %w", what, r.url, err)
 }
@@ -235,7 +266,7 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	}
 	b, _, err := r.get(ctx, r.blobKey(d), objects.ChunkSize, opts)
 	if isNotFound(err) {
-		return nil, remote.NoBlob(r.url, d)
+		return nil, r.absent(ctx, remote.NoBlob(r.url, d))
 	}
 	if status, _ := code(err); status == http.StatusRequestedRangeNotSatisfiable {
 		return nil, errs.New(errs.SchemaError, "s3", "range %d+%d outside blob %s", off, n, d.Short())
@@ -289,7 +320,7 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, error) {
 	b, _, err := r.get(ctx, r.manifestKey(d), remote.MaxManifestBytes, minio.GetObjectOptions{})
 	if isNotFound(err) {
-		return nil, remote.NoManifest(r.url, d)
+		return nil, r.absent(ctx, remote.NoManifest(r.url, d))
 	}
 	return b, r.wrap(err, "get manifest from")
 }
@@ -367,7 +398,7 @@ func (r *Remote) Ref(ctx context.Context, name string) (remote.RefInfo, error) {
 		return remote.RefInfo{}, err
 	}
 	if doc == nil {
-		return remote.RefInfo{}, remote.NoRef(r.url, name)
+		return remote.RefInfo{}, r.absent(ctx, remote.NoRef(r.url, name))
 	}
 	info := remote.RefInfo{Name: name, Current: doc.History[0].Digest}
 	for _, e := range doc.History {
@@ -435,7 +466,7 @@ func (r *Remote) Tag(ctx context.Context, name, tag string) (objects.Digest, err
 	}
 	b, _, err := r.get(ctx, r.tagKey(name, tag), 4096, minio.GetObjectOptions{})
 	if isNotFound(err) {
-		return objects.Digest{}, remote.NoTag(r.url, name, tag)
+		return objects.Digest{}, r.absent(ctx, remote.NoTag(r.url, name, tag))
 	}
 	if err != nil {
 		return objects.Digest{}, r.wrap(err, "read tag from")
@@ -500,7 +531,7 @@ func (r *Remote) runProbe(ctx context.Context) error {
 		if err != nil {
 			return r.wrap(err, "probe conditional writes on")
 		}
-		return errors.New("s3: " + r.url + ": the object store ignores conditional writes (If-None-Match / If-Match), so two pushes could overwrite each other's refs; refusing to move refs or create tags there (use a server that supports them, or serve the bucket through one `mstore serve`)")
+		return errs.New(errs.UnsupportedVersion, "s3", "%s: the object store ignores conditional writes (If-None-Match / If-Match), so two pushes could overwrite each other's refs; refusing to move refs or create tags there (use a server that supports them, or serve the bucket through one `mstore serve`)", r.url)
 	}
 	if err := ignored(r.put(ctx, key, []byte("2"), true, "")); err != nil {
 		return err
