@@ -32,15 +32,21 @@ func serve(t *testing.T, o httpremote.ServerOptions) (*httptest.Server, remote.R
 }
 
 func TestConformance(t *testing.T) {
-	remotetest.Run(t, func(t *testing.T) remote.Remote {
-		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
-		c, err := httpremote.New(context.Background(), srv.URL, httpremote.ClientOptions{Token: token})
+	client := func(t *testing.T, url string) remote.Remote {
+		c, err := httpremote.New(context.Background(), url, httpremote.ClientOptions{Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
-	})
+	}
+	remotetest.Run(t, func(t *testing.T) remote.Remote {
+		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
+		return client(t, srv.URL)
+	}, remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
+		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
+		return client(t, srv.URL), client(t, srv.URL)
+	}))
 }
 
 func TestTokens(t *testing.T) {

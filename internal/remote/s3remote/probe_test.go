@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,10 @@ func (c *careless) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := r.URL.Path
+	if r.Method == "GET" && r.URL.Query().Get("list-type") == "2" {
+		c.list(w, strings.TrimPrefix(key, "/")+"/", r.URL.Query().Get("prefix"))
+		return
+	}
 	switch r.Method {
 	case "PUT":
 		b, _ := io.ReadAll(r.Body)
@@ -55,6 +61,25 @@ func (c *careless) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		delete(c.objs, key)
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// list answers a ListObjectsV2 of bucket/prefix*, in one page.
+func (c *careless) list(w http.ResponseWriter, bucket, prefix string) {
+	var keys []string
+	for k := range c.objs {
+		if rest, ok := strings.CutPrefix(k, "/"+bucket); ok && strings.HasPrefix(rest, prefix) {
+			keys = append(keys, rest)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><IsTruncated>false</IsTruncated>`)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "<Contents><Key>%s</Key><Size>%d</Size><LastModified>2006-01-02T15:04:05.000Z</LastModified></Contents>", k, len(c.objs["/"+bucket+k]))
+	}
+	b.WriteString("</ListBucketResult>")
+	w.Header().Set("Content-Type", "application/xml")
+	io.WriteString(w, b.String())
 }
 
 // TestServerIgnoringConditions: ref moves and tags are refused, with a

@@ -50,6 +50,8 @@ type Remote struct {
 
 	probeOnce sync.Once
 	probeErr  error
+
+	packs packCache // see packs.go
 }
 
 var _ remote.Remote = (*Remote)(nil)
@@ -100,84 +102,26 @@ func (r *Remote) manifestKey(d objects.Digest) string { return r.prefix + "manif
 func (r *Remote) refKey(name string) string           { return r.prefix + "refs/" + name + ":ref" }
 func (r *Remote) tagKey(name, tag string) string      { return r.prefix + "tags/" + name + ":" + tag }
 
-func code(err error) (int, string) {
-	e := minio.ToErrorResponse(err)
-	return e.StatusCode, e.Code
-}
-
-func isNotFound(err error) bool {
-	status, c := code(err)
-	return status == http.StatusNotFound || c == "NoSuchKey"
-}
-
-// isPrecondition is a conditional write that lost (412; 409 is what AWS
-// answers for two conditional writes of one key at once).
-func isPrecondition(err error) bool {
-	status, c := code(err)
-	return status == http.StatusPreconditionFailed || c == "PreconditionFailed" ||
-		status == http.StatusConflict || c == "ConditionalRequestConflict"
-}
-
-// isUnauthorized is the object store refusing the credentials: a missing,
-// unknown or wrong key, or a key without the right to this bucket.
-func isUnauthorized(err error) bool {
-	status, c := code(err)
-	switch c {
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-		"XAdminUserNotFound": // versitygw's unknown access key, with a 404
-		return true
-	}
-	return status == http.StatusUnauthorized || status == http.StatusForbidden
-}
-
-// absent returns notFound, the not_found of an object that a GET or HEAD
-// answered 404 to, unless the object store refuses the credentials: some
-// (versitygw) answer an unknown access key's GET or HEAD with a 404 whose
-// body a HEAD does not carry. A listing, which has a body, tells them
-// apart, and a missing object is rare enough to afford one.
-func (r *Remote) absent(ctx context.Context, notFound error) error {
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for o := range r.c.ListObjects(lctx, r.bucket, minio.ListObjectsOptions{Prefix: r.prefix, MaxKeys: 1}) {
-		if o.Err != nil && isUnauthorized(o.Err) {
-			return r.wrap(o.Err, "list")
-		}
-		break
-	}
-	return notFound
-}
-
-func (r *Remote) wrap(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if errs.ClassOf(err) != 0 {
-		return err
-	}
-	if isUnauthorized(err) {
-		return errs.Wrap(errs.Unauthorized, "s3", err, "%s %s: the object store refused the credentials; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and the key's rights on the bucket)", what, r.url)
-	}
-	return fmt.Errorf("s3: %s %s: %w", what, r.url, err)
-}
-
-// get reads a whole object of at most limit bytes and its ETag.
+// get reads a whole object (or the range opts asks) of at most limit bytes
+// and its ETag, in one request: the object's information comes with the
+// GET's answer (a Stat before the first read would cost a HEAD).
 func (r *Remote) get(ctx context.Context, key string, limit int64, opts minio.GetObjectOptions) ([]byte, string, error) {
 	obj, err := r.c.GetObject(ctx, r.bucket, key, opts)
 	if err != nil {
 		return nil, "", err
 	}
 	defer obj.Close()
-	info, err := obj.Stat() // sends the request; its Size sizes the buffer
-	if err != nil {
-		return nil, "", err
-	}
 	var buf bytes.Buffer
-	buf.Grow(int(min(max(info.Size, 0), limit)) + 1)
+	buf.Grow(int(min(limit, 1<<20)) + bytes.MinRead)
 	if _, err := buf.ReadFrom(io.LimitReader(obj, limit+1)); err != nil {
 		return nil, "", err
 	}
 	if int64(buf.Len()) > limit {
 		return nil, "", errs.New(errs.SizeLimitExceeded, "s3", "object %s is over %d bytes", key, limit)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		return nil, "", err
 	}
 	return buf.Bytes(), info.ETag, nil
 }
@@ -208,15 +152,22 @@ func (r *Remote) exists(ctx context.Context, key string) (bool, error) {
 // to list the folder (a request per 1000 keys) than to ask for each blob.
 const listFrom = 16
 
-// HasBlobs implements remote.Remote, several questions at once: one HEAD
-// per blob, or one listing of a fan-out folder that many questions share.
+// HasBlobs implements remote.Remote, several questions at once: first the
+// pack indexes, then one HEAD per blob, or one listing of a fan-out folder
+// that many questions share.
 func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, error) {
 	if len(ds) > remote.MaxHasBlobs {
 		return nil, errs.New(errs.SizeLimitExceeded, "s3", "asked about %d blobs at once (at most %d)", len(ds), remote.MaxHasBlobs)
 	}
-	out := make([]bool, len(ds))
+	_, out, err := r.locate(ctx, ds, true)
+	if err != nil {
+		return nil, err
+	}
 	byFolder := map[string][]int{}
 	for i, d := range ds {
+		if out[i] {
+			continue
+		}
 		h := d.String()[:2]
 		byFolder[h] = append(byFolder[h], i)
 	}
@@ -248,10 +199,20 @@ func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, err
 	return out, r.wrap(g.Wait(), "stat blobs in")
 }
 
-// GetBlob implements remote.Remote with a ranged GET.
+// GetBlob implements remote.Remote with a ranged GET, of the blob's own
+// object or, for a packed blob, of its pack.
 func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([]byte, error) {
 	if off < 0 || n == 0 {
 		return remote.Range(nil, d, off, n)
+	}
+	if l, ok := r.packs.find(d); ok {
+		b, err := r.getPackedOne(ctx, d, l)
+		if err == nil {
+			return remote.Range(b, d, off, n)
+		}
+		if errs.ClassOf(err) != errs.NotFound {
+			return nil, err
+		}
 	}
 	var opts minio.GetObjectOptions
 	var err error
@@ -266,6 +227,16 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	}
 	b, _, err := r.get(ctx, r.blobKey(d), objects.ChunkSize, opts)
 	if isNotFound(err) {
+		// Packed by another client since this one read the indexes?
+		if locs, in, lerr := r.locate(ctx, []objects.Digest{d}, false); lerr != nil {
+			return nil, lerr
+		} else if in[0] {
+			b, err := r.getPackedOne(ctx, d, locs[0])
+			if err != nil {
+				return nil, err
+			}
+			return remote.Range(b, d, off, n)
+		}
 		return nil, r.absent(ctx, remote.NoBlob(r.url, d))
 	}
 	if status, _ := code(err); status == http.StatusRequestedRangeNotSatisfiable {
@@ -274,17 +245,42 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	return b, r.wrap(err, "get blob from")
 }
 
-// GetBlobs implements remote.Remote: S3 has no batch read, so the blobs
-// are fetched several at a time.
+// GetBlobs implements remote.Remote: packed blobs are read by ranges of
+// their packs, many to a GET; the others (S3 has no batch read) several at
+// a time.
 func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
 	if err := remote.CheckBatch(len(ds), 0); err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(ds))
 	var total atomic.Int64 // a batch stays under MaxBatchBytes, whatever it asks
+	locs, in, err := r.locate(ctx, ds, false)
+	if err != nil {
+		return nil, err
+	}
+	var packed []int
+	for i := range ds {
+		if in[i] {
+			packed = append(packed, i)
+			total.Add(locs[i].size)
+		}
+	}
+	if err := remote.CheckBatch(len(ds), total.Load()); err != nil {
+		return nil, err
+	}
+	lost, err := r.getPacked(ctx, locs, packed, out)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range lost {
+		total.Add(-locs[i].size)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for i, d := range ds {
+		if out[i] != nil {
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			if out[i], err = r.GetBlob(gctx, d, 0, -1); err != nil {
@@ -302,9 +298,23 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 	if err := remote.VerifyBlobs(blobs); err != nil {
 		return err
 	}
+	var small, large []remote.Blob
+	for _, b := range blobs {
+		if len(b.Data) < packBelow && len(b.Data) > 0 {
+			small = append(small, b)
+		} else {
+			large = append(large, b)
+		}
+	}
+	if len(small) == 1 {
+		large, small = append(large, small...), nil // a pack of one saves nothing
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for _, b := range blobs {
+	if len(small) > 0 {
+		g.Go(func() error { return r.putPack(gctx, small) })
+	}
+	for _, b := range large {
 		g.Go(func() error {
 			err := r.put(gctx, r.blobKey(b.Digest), b.Data, true, "")
 			if isPrecondition(err) {

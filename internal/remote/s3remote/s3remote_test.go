@@ -18,16 +18,20 @@ func TestConformance(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.Bucket(t, "conformance")
 	var n atomic.Int32
-	remotetest.Run(t, func(t *testing.T) remote.Remote {
-		// Each remote is its own prefix of one bucket.
-		r, err := s3remote.Open(fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)), s3remote.Options{
-			Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-		})
+	open := func(t *testing.T, url string) remote.Remote {
+		r, err := s3remote.Open(url, s3remote.Options{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
-	})
+	}
+	// Each remote is its own prefix of one bucket.
+	fresh := func() string { return fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)) }
+	remotetest.Run(t, func(t *testing.T) remote.Remote { return open(t, fresh()) },
+		remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
+			u := fresh()
+			return open(t, u), open(t, u)
+		}))
 }
 
 // TestHasBlobsByListing: many questions about one fan-out folder are
