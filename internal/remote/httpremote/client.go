@@ -49,7 +49,10 @@ type Client struct {
 	caps  Capabilities
 }
 
-var _ remote.Remote = (*Client)(nil)
+var (
+	_ remote.Remote = (*Client)(nil)
+	_ remote.Coder  = (*Client)(nil)
+)
 
 // New connects to the server at base and reads its capabilities.
 func New(ctx context.Context, base string, o ClientOptions) (*Client, error) {
@@ -397,6 +400,62 @@ func (c *Client) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 		body = append(body, b.Data...)
 	}
 	return c.do(ctx, "POST", "/v1/blobs", nil, "application/octet-stream", body, nil, nil)
+}
+
+// Codings implements remote.Coder: what the server's capabilities list.
+func (c *Client) Codings() []string { return c.caps.Codings }
+
+// GetCoded implements remote.Coder: one request for the whole batch. A
+// server that lists no codings is asked for raw blobs.
+func (c *Client) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
+	if len(c.caps.Codings) == 0 || len(accept) == 0 {
+		data, err := c.GetBlobs(ctx, ds)
+		out := make([]remote.CodedBlob, len(data))
+		for i, b := range data {
+			out[i] = remote.CodedBlob{Digest: ds[i], Size: int64(len(b)), Coding: remote.CodingRaw, Data: b}
+		}
+		return out, err
+	}
+	var out []remote.CodedBlob
+	err := c.do(ctx, "POST", "/v1/blobs/get", nil, "", digestList{Digests: ds, Accept: accept}, nil, func(r *http.Response) error {
+		out = out[:0]
+		if r.Header.Get("Content-Type") != codedBlobsType {
+			return fmt.Errorf("%w: a coded read answered as %q", errNoRetry, r.Header.Get("Content-Type"))
+		}
+		rd := io.LimitReader(r.Body, remote.MaxBatchBytes+int64(codedHead*len(ds))+1)
+		var total int64
+		for _, d := range ds {
+			b, err := readCoded(rd, false, &total)
+			if errs.ClassOf(err) != 0 {
+				return fmt.Errorf("%w: %v", errNoRetry, err)
+			}
+			if err != nil {
+				return err // cut short: asked again
+			}
+			b.Digest = d
+			out = append(out, b)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutCoded implements remote.Coder: one request for the whole batch.
+func (c *Client) PutCoded(ctx context.Context, blobs []remote.CodedBlob) ([]objects.Digest, error) {
+	if len(c.caps.Codings) == 0 {
+		return nil, errs.New(errs.UnsupportedVersion, "remote", "%s takes raw blobs only", c.where())
+	}
+	var n int
+	for _, b := range blobs {
+		n += 32 + codedHead + len(b.Data)
+	}
+	body := make([]byte, 0, n)
+	for _, b := range blobs {
+		body = appendCoded(body, b, true)
+	}
+	var out rawList
+	err := c.do(ctx, "POST", "/v1/blobs/coded", nil, "application/octet-stream", body, &out, nil)
+	return out.Raw, err
 }
 
 // GetManifest implements remote.Remote.

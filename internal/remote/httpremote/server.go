@@ -73,6 +73,7 @@ func NewHandler(o ServerOptions) http.Handler {
 	mux.HandleFunc("GET /v1/blobs/{digest}", s.readable(s.getBlob))
 	mux.HandleFunc("POST /v1/blobs/get", s.readable(s.getBlobs))
 	mux.HandleFunc("POST /v1/blobs", s.pushable(s.putBlobs))
+	mux.HandleFunc("POST /v1/blobs/coded", s.pushable(s.putCoded))
 	mux.HandleFunc("GET /v1/manifests/{digest}", s.readable(s.getManifest))
 	mux.HandleFunc("PUT /v1/manifests/{digest}", s.pushable(s.putManifest))
 	mux.HandleFunc("GET /v1/refs", s.readable(s.getRef))
@@ -195,8 +196,12 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func (s *server) capabilities(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
-		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs})
+	caps := Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
+		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs}
+	if c, ok := s.o.Backend.(remote.Coder); ok {
+		caps.Codings = c.Codings()
+	}
+	writeJSON(w, http.StatusOK, caps)
 }
 
 func (s *server) hasBlobs(w http.ResponseWriter, r *http.Request) {
@@ -250,6 +255,10 @@ func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := remote.CheckBatch(len(req.Digests), 0); err != nil {
 		fail(w, err)
+		return
+	}
+	if c, ok := s.o.Backend.(remote.Coder); ok && len(req.Accept) > 0 {
+		s.getCoded(w, r, c, req)
 		return
 	}
 	data, err := s.o.Backend.GetBlobs(r.Context(), req.Digests)
@@ -431,4 +440,66 @@ func (s *server) createTag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, tagDoc{Digest: req.Digest, Created: created})
+}
+
+// getCoded answers a batch read that accepts codings: each blob as the
+// store keeps it, in one of them, else raw.
+func (s *server) getCoded(w http.ResponseWriter, r *http.Request, c remote.Coder, req digestList) {
+	blobs, err := c.GetCoded(r.Context(), req.Digests, req.Accept)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var total int64
+	for _, b := range blobs {
+		total += int64(codedHead + len(b.Data))
+	}
+	w.Header().Set("Content-Type", codedBlobsType)
+	w.Header().Set("Content-Length", strconv.FormatInt(total, 10))
+	var buf []byte
+	for _, b := range blobs {
+		buf = appendCoded(buf[:0], b, false)
+		w.Write(buf)
+	}
+}
+
+// putCoded takes an upload of blobs as the client's store keeps them; the
+// backend decodes and checks each. Those it cannot take coded are named in
+// the answer, for the client to send raw.
+func (s *server) putCoded(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.o.Backend.(remote.Coder)
+	if !ok {
+		fail(w, errs.New(errs.UnsupportedVersion, "serve", "this server takes raw blobs only (POST /v1/blobs)"))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, maxBlobsBody+remote.MaxBatchBlobs*(32+codedHead))
+	var blobs []remote.CodedBlob
+	var total int64
+	for {
+		b, err := readCoded(body, true, &total)
+		if err == io.EOF {
+			break
+		}
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			err = errs.New(errs.SizeLimitExceeded, "serve", "upload over its bound")
+		case err != nil && errs.ClassOf(err) == 0:
+			err = errs.Wrap(errs.SchemaError, "serve", err, "coded upload")
+		}
+		if err == nil && len(blobs) == remote.MaxBatchBlobs {
+			err = remote.CheckBatch(len(blobs)+1, total)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		blobs = append(blobs, b)
+	}
+	raw, err := c.PutCoded(r.Context(), blobs)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rawList{Raw: raw})
 }

@@ -103,25 +103,24 @@ func (r *Remote) refKey(name string) string           { return r.prefix + "refs/
 func (r *Remote) tagKey(name, tag string) string      { return r.prefix + "tags/" + name + ":" + tag }
 
 // get reads a whole object (or the range opts asks) of at most limit bytes
-// and its ETag, in one request: the object's information comes with the
-// GET's answer (a Stat before the first read would cost a HEAD).
+// and its ETag, in one request (minio.Client's Object would send a HEAD
+// first to size the buffer; Core's GET answers with the size).
 func (r *Remote) get(ctx context.Context, key string, limit int64, opts minio.GetObjectOptions) ([]byte, string, error) {
-	obj, err := r.c.GetObject(ctx, r.bucket, key, opts)
+	body, info, _, err := minio.Core{Client: r.c}.GetObject(ctx, r.bucket, key, opts)
 	if err != nil {
 		return nil, "", err
 	}
-	defer obj.Close()
+	defer body.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(min(limit, 1<<20)) + bytes.MinRead)
-	if _, err := buf.ReadFrom(io.LimitReader(obj, limit+1)); err != nil {
+	buf.Grow(int(min(max(info.Size, 0), limit)) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(body, limit+1)); err != nil {
 		return nil, "", err
 	}
 	if int64(buf.Len()) > limit {
 		return nil, "", errs.New(errs.SizeLimitExceeded, "s3", "object %s is over %d bytes", key, limit)
 	}
-	info, err := obj.Stat()
-	if err != nil {
-		return nil, "", err
+	if info.Size >= 0 && int64(buf.Len()) != info.Size {
+		return nil, "", fmt.Errorf("s3: object %s: %d bytes of %d: cut short", key, buf.Len(), info.Size)
 	}
 	return buf.Bytes(), info.ETag, nil
 }
