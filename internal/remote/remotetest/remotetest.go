@@ -30,6 +30,13 @@ func MakeVersion(t testing.TB, seed uint64, size int64) Version {
 	for i := range data {
 		data[i] = byte(r.Uint32())
 	}
+	return MakeVersionOf(t, data)
+}
+
+// MakeVersionOf is MakeVersion of the given bytes.
+func MakeVersionOf(t testing.TB, data []byte) Version {
+	t.Helper()
+	size := int64(len(data))
 	var v Version
 	run := &objects.Data{Digest: objects.Sum(data)}
 	for i := range objects.ChunkCount(size) {
