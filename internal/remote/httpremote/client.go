@@ -28,6 +28,9 @@ type ClientOptions struct {
 	// StallTimeout is how long the client goes on retrying without any
 	// request succeeding before it gives up; zero means a minute.
 	StallTimeout time.Duration
+	// MaxRetryAfter caps the wait a server's Retry-After asks for; zero
+	// means 30 s.
+	MaxRetryAfter time.Duration
 	// Transport, for tests; nil means a clone of http.DefaultTransport
 	// (which honours the proxy variables).
 	Transport http.RoundTripper
@@ -46,7 +49,9 @@ type Client struct {
 	hc    *http.Client
 	token string
 	stall time.Duration
-	caps  Capabilities
+	// maxWait caps Retry-After (ClientOptions.MaxRetryAfter).
+	maxWait time.Duration
+	caps    Capabilities
 }
 
 var (
@@ -69,7 +74,10 @@ func New(ctx context.Context, base string, o ClientOptions) (*Client, error) {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
 	}
-	c := &Client{base: u, token: o.Token, stall: o.StallTimeout}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = maxRetryAfter
+	}
+	c := &Client{base: u, token: o.Token, stall: o.StallTimeout, maxWait: o.MaxRetryAfter}
 	c.hc = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
 			return errors.New("too many redirects")
@@ -199,15 +207,7 @@ func (c *Client) once(ctx context.Context, method, u, ctype string, payload []by
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		he := &httpError{status: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			he.retryAfter = min(time.Duration(s)*time.Second, maxRetryAfter)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
-			he.doc.Error.Message = fmt.Sprintf("%s %s: HTTP %d: %s", method, u, resp.StatusCode, strings.TrimSpace(string(b)))
-		}
-		return he
+		return c.failure(resp, method+" "+u+": ")
 	}
 	if read != nil {
 		return read(resp)
@@ -218,6 +218,25 @@ func (c *Client) once(ctx context.Context, method, u, ctype string, payload []by
 		}
 	}
 	return nil
+}
+
+// failure reads a response that is not a success: its error document and
+// the wait its Retry-After asks for (seconds or an HTTP date), capped.
+func (c *Client) failure(resp *http.Response, what string) *httpError {
+	he := &httpError{status: resp.StatusCode}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+			he.retryAfter = time.Duration(s) * time.Second
+		} else if at, err := http.ParseTime(v); err == nil {
+			he.retryAfter = max(time.Until(at), 0)
+		}
+		he.retryAfter = min(he.retryAfter, c.maxWait)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
+		he.doc.Error.Message = fmt.Sprintf("%sHTTP %d: %s", what, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return he
 }
 
 // classify turns a server's error back into the error class it named.
@@ -321,15 +340,7 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		he := &httpError{status: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			he.retryAfter = min(time.Duration(s)*time.Second, maxRetryAfter)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
-			he.doc.Error.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-		}
-		return he
+		return c.failure(resp, "")
 	}
 	if resp.ContentLength > objects.ChunkSize {
 		return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)

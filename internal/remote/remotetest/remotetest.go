@@ -363,21 +363,22 @@ func MakeManySmall(t testing.TB, seed uint64, n int) Version {
 	return v
 }
 
-// manySmall puts thousands of small blobs (a remote may pack them) in
+// manySmall puts many small blobs (a remote may pack them) in
 // batches that overlap and mix in a large blob, then reads them back in
 // another order through the other client, by batch and alone, by range;
 // and the first client then sees what the second wrote after it had read.
 func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remote)) {
 	ctx := context.Background()
 	a, b := pair(t)
-	v, w := MakeManySmall(t, 30, 3000), MakeManySmall(t, 31, 500)
+	v, w := MakeManySmall(t, 30, 1200), MakeManySmall(t, 31, 300)
+	half := len(w.Blobs) / 2
 	large := MakeVersion(t, 32, 2<<20).Blobs[0]
-	for i := 0; i < len(v.Blobs); i += 1000 {
-		if err := a.PutBlobs(ctx, v.Blobs[i:min(i+1000, len(v.Blobs))]); err != nil {
+	for i := 0; i < len(v.Blobs); i += 400 {
+		if err := a.PutBlobs(ctx, v.Blobs[i:min(i+400, len(v.Blobs))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mixed := append(append(append([]remote.Blob{}, v.Blobs[:10]...), w.Blobs[:250]...), large)
+	mixed := append(append(append([]remote.Blob{}, v.Blobs[:10]...), w.Blobs[:half]...), large)
 	if err := a.PutBlobs(ctx, mixed); err != nil { // ten of them there already
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remo
 		t.Fatalf("HasBlobs: %d answers, %v", len(has), err)
 	}
 	for i, ok := range has {
-		want := i < len(v.Blobs)+250 || i == len(ask)-2
+		want := i < len(v.Blobs)+half || i == len(ask)-2
 		if ok != want {
 			t.Fatalf("HasBlobs[%d] = %v, want %v", i, ok, want)
 		}
@@ -399,7 +400,7 @@ func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remo
 	for i := len(v.Blobs) - 1; i >= 0; i -= 7 {
 		ds, want = append(ds, v.Blobs[i].Digest), append(want, v.Blobs[i].Data)
 	}
-	for i := 0; i < 250; i += 7 {
+	for i := 0; i < half; i += 7 {
 		ds, want = append(ds, w.Blobs[i].Digest), append(want, w.Blobs[i].Data)
 	}
 	ds, want = append(ds, large.Digest), append(want, large.Data)
@@ -412,12 +413,12 @@ func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remo
 			t.Fatalf("GetBlobs[%d] is not blob %s", i, ds[i].Short())
 		}
 	}
-	one, err := b.GetBlob(ctx, v.Blobs[1500].Digest, 3, 10)
-	if err != nil || !bytes.Equal(one, v.Blobs[1500].Data[3:13]) {
+	one, err := b.GetBlob(ctx, v.Blobs[600].Digest, 3, 10)
+	if err != nil || !bytes.Equal(one, v.Blobs[600].Data[3:13]) {
 		t.Fatalf("GetBlob range of a small blob: %q, %v", one, err)
 	}
-	one, err = b.GetBlob(ctx, w.Blobs[249].Digest, 5, -1)
-	if err != nil || !bytes.Equal(one, w.Blobs[249].Data[5:]) {
+	one, err = b.GetBlob(ctx, w.Blobs[half-1].Digest, 5, -1)
+	if err != nil || !bytes.Equal(one, w.Blobs[half-1].Data[5:]) {
 		t.Fatalf("GetBlob open range of a small blob: %q, %v", one, err)
 	}
 	_, err = b.GetBlobs(ctx, []objects.Digest{v.Blobs[0].Digest, absent})
@@ -427,11 +428,11 @@ func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remo
 	}
 	_, err = a.PutManifest(ctx, w.Digest, w.Encoded)
 	var missing *remote.MissingBlobsError
-	if !errors.As(err, &missing) || len(missing.Missing) != 250 {
-		t.Fatalf("PutManifest with 250 small blobs missing: %v", err)
+	if !errors.As(err, &missing) || len(missing.Missing) != half {
+		t.Fatalf("PutManifest with %d small blobs missing: %v", half, err)
 	}
 	// b writes the rest; a, which has read the remote before, sees them.
-	if err := b.PutBlobs(ctx, w.Blobs[250:]); err != nil {
+	if err := b.PutBlobs(ctx, w.Blobs[half:]); err != nil {
 		t.Fatal(err)
 	}
 	has, err = a.HasBlobs(ctx, digests(w.Blobs))
@@ -443,9 +444,9 @@ func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remo
 	if err != nil {
 		t.Fatalf("HasBlobs through the other client: %v", err)
 	}
-	got, err = a.GetBlobs(ctx, digests(w.Blobs[250:]))
+	got, err = a.GetBlobs(ctx, digests(w.Blobs[half:]))
 	for i := 0; err == nil && i < len(got); i++ {
-		if !bytes.Equal(got[i], w.Blobs[250+i].Data) {
+		if !bytes.Equal(got[i], w.Blobs[half+i].Data) {
 			err = fmt.Errorf("blob %d differs", i)
 		}
 	}
