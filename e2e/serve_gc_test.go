@@ -24,7 +24,9 @@ func TestServeDuringGCAndRepack(t *testing.T) {
 
 	dst := newCLI(t)
 	dst.ok("init")
-	pull := dst.start(nil, "pull", srv.url, "a")
+	// One request at a time: a stopped serve must hold nothing, and another
+	// request stopped inside an index transaction would hold its flock.
+	pull := dst.start(nil, "pull", "--jobs", "1", srv.url, "a")
 	(&proc{cmd: srv.cmd, done: srv.done}).waitStopped(t)
 
 	var rp repackSummary
