@@ -27,6 +27,14 @@ type BlobOpener interface {
 	OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error)
 }
 
+// CodedOpener is what a remote.Coder backend may offer for one blob: it
+// opened as OpenBlob opens it when it is raw, else its stored bytes when
+// kept in one of accept (or decoded, when not). meta is the blob without
+// its Data.
+type CodedOpener interface {
+	OpenCoded(ctx context.Context, d objects.Digest, accept []string) (f io.ReadSeekCloser, meta remote.CodedBlob, err error)
+}
+
 // ServerOptions say what a server serves and to whom.
 type ServerOptions struct {
 	Backend remote.Remote
@@ -225,7 +233,23 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var content io.ReadSeeker
-	if o, ok := s.o.Backend.(BlobOpener); ok {
+	if o, ok := s.o.Backend.(CodedOpener); ok && r.Header.Get(headerAcceptCodings) != "" {
+		var accept []string
+		for _, a := range strings.Split(r.Header.Get(headerAcceptCodings), ",") {
+			accept = append(accept, strings.TrimSpace(a))
+		}
+		f, meta, err := o.OpenCoded(r.Context(), d, accept)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		defer f.Close()
+		setCodedHeaders(w.Header(), meta)
+		if meta.Coding != remote.CodingRaw {
+			r.Header.Del("Range") // a range of coded bytes means nothing
+		}
+		content = f
+	} else if o, ok := s.o.Backend.(BlobOpener); ok {
 		f, err := o.OpenBlob(r.Context(), d)
 		if err != nil {
 			fail(w, err)

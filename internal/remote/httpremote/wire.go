@@ -3,8 +3,10 @@ package httpremote
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
@@ -179,4 +181,51 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
+}
+
+// A GET /v1/blobs/HEX may ask for the blob as stored: headerAcceptCodings
+// lists the codings the client takes; a coded answer names its coding, raw
+// size and (a delta) base in the other headers. A raw answer has none.
+const (
+	headerAcceptCodings = "X-Mstore-Accept-Codings"
+	headerCoding        = "X-Mstore-Coding"
+	headerRawSize       = "X-Mstore-Raw-Size"
+	headerBase          = "X-Mstore-Base"
+)
+
+func setCodedHeaders(h http.Header, b remote.CodedBlob) {
+	if b.Coding == remote.CodingRaw || b.Coding == "" {
+		return
+	}
+	h.Set(headerCoding, b.Coding)
+	h.Set(headerRawSize, strconv.FormatInt(b.Size, 10))
+	if b.Coding == remote.CodingDelta {
+		h.Set(headerBase, b.Base.String())
+	}
+}
+
+// codedFromHeaders reads what setCodedHeaders wrote, and bounds the body.
+func codedFromHeaders(d objects.Digest, h http.Header, length int64) (remote.CodedBlob, error) {
+	b := remote.CodedBlob{Digest: d, Coding: remote.CodingRaw}
+	if length > objects.ChunkSize {
+		return b, fmt.Errorf("blob %s: answer of %d bytes (blobs are at most %d)", d.Short(), length, objects.ChunkSize)
+	}
+	c := h.Get(headerCoding)
+	if c == "" {
+		return b, nil
+	}
+	if _, ok := codingByte(c); !ok {
+		return b, fmt.Errorf("blob %s: unknown coding %q", d.Short(), c)
+	}
+	size, err := strconv.ParseInt(h.Get(headerRawSize), 10, 64)
+	if err != nil || size < 0 || size > objects.ChunkSize {
+		return b, fmt.Errorf("blob %s: raw size %q", d.Short(), h.Get(headerRawSize))
+	}
+	b.Coding, b.Size = c, size
+	if c == remote.CodingDelta {
+		if b.Base, err = objects.ParseDigest(h.Get(headerBase)); err != nil {
+			return b, fmt.Errorf("blob %s: base %q", d.Short(), h.Get(headerBase))
+		}
+	}
+	return b, nil
 }

@@ -1,6 +1,7 @@
 package pathremote
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"slices"
@@ -213,4 +214,30 @@ func (r *Remote) readRaw(rec store.BlobRecord) ([]byte, error) {
 		return nil, errs.Wrap(errs.IntegrityError, "remote", err, "blob %s: unreadable", rec.Digest.Short())
 	}
 	return b, nil
+}
+
+// OpenCoded implements httpremote.CodedOpener: a raw blob's file as
+// OpenBlob opens it (serve sends it with sendfile), a coded one's stored
+// bytes when the client takes its coding, else its decoded bytes.
+func (r *Remote) OpenCoded(ctx context.Context, d objects.Digest, accept []string) (io.ReadSeekCloser, remote.CodedBlob, error) {
+	meta := remote.CodedBlob{Digest: d, Coding: remote.CodingRaw}
+	var f io.ReadSeekCloser
+	err := r.read(ctx, []objects.Digest{d}, func(recs []store.BlobRecord) error {
+		rec := recs[0]
+		meta.Size = rec.Size
+		if !rec.Coded() || !slices.Contains(accept, rec.Coding.String()) {
+			var err error
+			f, err = r.openDecoded(rec)
+			return err
+		}
+		rd := r.st.NewBlobReader()
+		defer rd.Close()
+		data, err := rd.ReadStored(rec, nil)
+		if err == nil {
+			meta.Coding, meta.Base = rec.Coding.String(), rec.Base
+			f = nopCloser{bytes.NewReader(data)}
+		}
+		return err
+	})
+	return f, meta, err
 }

@@ -69,22 +69,27 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 func (r *Remote) OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error) {
 	var f io.ReadSeekCloser
 	err := r.read(ctx, []objects.Digest{d}, func(recs []store.BlobRecord) error {
-		if !recs[0].Coded() {
-			var err error
-			f, err = r.st.OpenBlob(recs[0])
-			return err
-		}
-		// Kept coded (repack): the stored bytes are not the blob's, so it
-		// is decoded, and verified on the way, like any other read.
-		rd := r.st.NewBlobReader()
-		defer rd.Close()
-		data, err := rd.Read(recs[0], nil)
-		if err == nil {
-			f = nopCloser{bytes.NewReader(data)}
-		}
+		var err error
+		f, err = r.openDecoded(recs[0])
 		return err
 	})
 	return f, err
+}
+
+// openDecoded opens a raw blob's file, or a coded blob decoded (and
+// verified on the way, like any other read): its stored bytes are not the
+// blob's.
+func (r *Remote) openDecoded(rec store.BlobRecord) (io.ReadSeekCloser, error) {
+	if !rec.Coded() {
+		return r.st.OpenBlob(rec)
+	}
+	rd := r.st.NewBlobReader()
+	defer rd.Close()
+	data, err := rd.Read(rec, nil)
+	if err != nil {
+		return nil, err
+	}
+	return nopCloser{bytes.NewReader(data)}, nil
 }
 
 type nopCloser struct{ *bytes.Reader }

@@ -235,6 +235,9 @@ type lyingCoder struct{ *httpremote.Client }
 func (l lyingCoder) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
 	bs, err := l.Client.GetCoded(ctx, ds, accept)
 	for i := range bs {
+		if len(bs[i].Data) == 0 {
+			continue
+		}
 		bs[i].Data = bytes.Clone(bs[i].Data)
 		bs[i].Data[len(bs[i].Data)/2] ^= 1
 	}
