@@ -96,32 +96,16 @@ type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
 
-// GetBlobs implements remote.Remote.
+// GetBlobs implements remote.Remote: GetCoded with no coding accepted
+// (raw blobs unhashed; the receiver hashes them).
 func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
-	out := make([][]byte, len(ds))
-	err := r.read(ctx, ds, func(recs []store.BlobRecord) error {
-		var total int64
-		for _, rec := range recs {
-			total += rec.Size
-		}
-		if err := remote.CheckBatch(len(ds), total); err != nil {
-			return err
-		}
-		rd := r.st.NewBlobReader()
-		defer rd.Close()
-		for i, rec := range recs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var err error
-			if out[i], err = rd.Read(rec, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	blobs, err := r.GetCoded(ctx, ds, nil)
 	if err != nil {
 		return nil, err
+	}
+	out := make([][]byte, len(blobs))
+	for i, b := range blobs {
+		out[i] = b.Data
 	}
 	return out, nil
 }
