@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -55,6 +56,11 @@ type packCache struct {
 	mu     sync.Mutex
 	loaded map[string]bool // pack HEX → its index was read
 	where  map[objects.Digest]packLoc
+
+	// One refresh at a time; a caller that waited for one that started
+	// after it asked takes its result (eight pull jobs list once).
+	refreshing sync.Mutex
+	lastStart  time.Time
 }
 
 func (r *Remote) packKey(h string) string  { return r.prefix + "packs/" + h + ".pack" }
@@ -220,6 +226,13 @@ func (r *Remote) readPackIndex(ctx context.Context, h string) ([]objects.Digest,
 // other clients; this one notes its own as it writes them) and forgets
 // those a gc removed since.
 func (r *Remote) refreshPacks(ctx context.Context) error {
+	asked := time.Now()
+	r.packs.refreshing.Lock()
+	defer r.packs.refreshing.Unlock()
+	if r.packs.lastStart.After(asked) {
+		return nil
+	}
+	started := time.Now()
 	all, err := r.packIndexes(ctx)
 	if err != nil {
 		return err
@@ -243,7 +256,11 @@ func (r *Remote) refreshPacks(ctx context.Context) error {
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	r.packs.lastStart = started
+	return nil
 }
 
 // locate finds which of ds are in packs, refreshing the indexes once if
