@@ -99,6 +99,9 @@ func Run(t *testing.T, open func(t *testing.T) remote.Remote, opts ...Option) {
 	t.Run("many small blobs, written and read by two clients", func(t *testing.T) {
 		manySmall(t, o.pair)
 	})
+	t.Run("coded blobs, where the remote takes them", func(t *testing.T) {
+		coderCases(t, open(t))
+	})
 	small := func(t *testing.T, r remote.Remote, seed uint64) Version {
 		t.Helper()
 		v := MakeVersion(t, seed, 5<<20+1234) // two chunks: 4 MiB and the rest
