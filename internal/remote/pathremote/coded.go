@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -24,11 +25,10 @@ func StoreCodings() []string {
 	return []string{store.CodingGrouped.String(), store.CodingDelta.String()}
 }
 
-// GetCoded implements remote.Coder. A coded blob's stored bytes are read
-// with ReadStored, which checks that they decode to the blob first: a
-// store never sends what it cannot decode itself. A raw blob is read as it
-// is, unhashed, as GET /v1/blobs/HEX sends it: the receiver hashes it, and
-// hashing it here too would double a pull's hashing.
+// GetCoded implements remote.Coder. Blobs are sent as stored, unchecked
+// (a coded one's stored bytes, a raw one's bytes), as GET /v1/blobs/HEX
+// sends them: the receiver decodes and hashes every one, and doing it here
+// too would double a pull's work.
 func (r *Remote) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
 	out := make([]remote.CodedBlob, len(ds))
 	err := r.read(ctx, ds, func(recs []store.BlobRecord) error {
@@ -50,7 +50,7 @@ func (r *Remote) GetCoded(ctx context.Context, ds []objects.Digest, accept []str
 			switch {
 			case rec.Coded() && slices.Contains(accept, rec.Coding.String()):
 				b.Coding, b.Base = rec.Coding.String(), rec.Base
-				b.Data, err = rd.ReadStored(rec, nil)
+				b.Data, err = r.readStored(rd, rec)
 			case rec.Coded():
 				b.Data, err = rd.Read(rec, nil)
 			default:
@@ -232,7 +232,7 @@ func (r *Remote) OpenCoded(ctx context.Context, d objects.Digest, accept []strin
 		}
 		rd := r.st.NewBlobReader()
 		defer rd.Close()
-		data, err := rd.ReadStored(rec, nil)
+		data, err := r.readStored(rd, rec)
 		if err == nil {
 			meta.Coding, meta.Base = rec.Coding.String(), rec.Base
 			f = nopCloser{bytes.NewReader(data)}
@@ -240,4 +240,24 @@ func (r *Remote) OpenCoded(ctx context.Context, d objects.Digest, accept []strin
 		return err
 	})
 	return f, meta, err
+}
+
+// readStored reads a coded blob's stored bytes from its pack, unchecked
+// (see GetCoded); a pack file gone or cut short is an integrity_error (the
+// lookup is then done again: see read). A coded blob outside a pack, which
+// stores do not write, is read with ReadStored.
+func (r *Remote) readStored(rd *store.BlobReader, rec store.BlobRecord) ([]byte, error) {
+	if rec.Encoding != store.EncodingPacked {
+		return rd.ReadStored(rec, nil)
+	}
+	f, err := os.Open(r.st.PackPath(rec.Pack))
+	if err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "remote", err, "blob %s: its pack is unreadable", rec.Digest.Short())
+	}
+	defer f.Close()
+	b := make([]byte, rec.StoredSize())
+	if _, err := f.ReadAt(b, rec.Offset); err != nil {
+		return nil, errs.Wrap(errs.IntegrityError, "remote", err, "blob %s: its pack is cut short", rec.Digest.Short())
+	}
+	return b, nil
 }
