@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"runtime"
 	"slices"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -16,6 +17,11 @@ import (
 // receiver decodes each and checks its raw digest before it stores it,
 // coded. A remote that knows none, or a delta whose base the receiver
 // lacks, falls back to raw bytes.
+
+// decoding bounds the blobs decoded at once: each holds its raw bytes (and
+// a delta its base's) beside the coded ones, and more at once than CPUs
+// only costs memory.
+var decoding = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // coderOf returns r's Coder and the codings both ends know, or nil.
 func coderOf(r remote.Remote) (remote.Coder, []string) {
@@ -54,7 +60,9 @@ func fetchCoded(ctx context.Context, st *store.Store, c remote.Coder, accept []s
 			return 0, errs.New(errs.IntegrityError, "pull", "blob %s from the remote: %d bytes raw, its manifest says %d; nothing of this version was recorded", j.blobs[i].Short(), b.Size, sizes[j.blobs[i]])
 		}
 	}
+	decoding <- struct{}{} // decoding is CPU work: as many at once as CPUs, not as requests
 	recs, raw, err := pathremote.CheckCoded(st, blobs)
+	<-decoding
 	if err != nil {
 		return 0, errs.Wrap(errs.ClassOf(err), "pull", err, "nothing of this version was recorded")
 	}
