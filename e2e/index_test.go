@@ -13,10 +13,11 @@ import (
 	"testing"
 )
 
-// storeViews is what `ls`, `log` and `show` print about a store, as JSON.
+// storeViews is what `ls`, `remote ls`, `log` and `show` print about a
+// store, as JSON.
 func (c *cli) storeViews(refNames ...string) map[string]string {
 	c.t.Helper()
-	out := map[string]string{"ls": c.ok("--json", "ls")}
+	out := map[string]string{"ls": c.ok("--json", "ls"), "remote ls": c.ok("--json", "remote", "ls")}
 	for _, n := range refNames {
 		out["log "+n] = c.ok("--json", "log", n)
 		out["show "+n] = c.ok("--json", "show", n)
@@ -25,7 +26,7 @@ func (c *cli) storeViews(refNames ...string) map[string]string {
 }
 
 // TestRebuildIndexCLI builds a store with adds, tags, moves, a removed tag,
-// a trim, a removed ref and a gc; then deletes or damages index.db, runs
+// a trim, a removed ref, a gc and named remotes (one removed, one re-added); then deletes or damages index.db, runs
 // `fsck --rebuild-index`, and requires the same ls, log and show output
 // (JSON), every version checking out byte for byte, and a clean fsck.
 func TestRebuildIndexCLI(t *testing.T) {
@@ -46,8 +47,17 @@ func TestRebuildIndexCLI(t *testing.T) {
 			c.add(dirs[2], "--name", "m")
 			c.ok("trim", "m", "--keep", "3")
 			c.ok("gc", "--grace", "0")
+			c.ok("remote", "add", "origin", "http://127.0.0.1:1")
+			c.ok("remote", "add", "gone", "/srv/gone.mstore")
+			c.ok("remote", "add", "moved", "/srv/old.mstore")
+			c.ok("remote", "rm", "gone")
+			c.ok("remote", "rm", "moved")
+			c.ok("remote", "add", "moved", "s3://bucket/new")
 			c.fsck()
 			before := c.storeViews("m", "other")
+			if n := strings.Count(before["remote ls"], `"name"`); n != 2 {
+				t.Fatalf("remote ls before the rebuild: %s", before["remote ls"])
+			}
 			want := map[string]map[string][]byte{"m": trees[2], "m~1": trees[0], "m~2": trees[1], "m:v1": trees[0], "m:v2": trees[1], "other": trees[2]}
 
 			index := filepath.Join(c.store, "index.db")

@@ -17,6 +17,7 @@ type transferResult struct {
 	BlobsMoved   int     `json:"blobs_moved"`
 	BytesMoved   int64   `json:"bytes_moved"`
 	BlobsPresent int     `json:"blobs_present"`
+	WireBytes    int64   `json:"wire_bytes"`
 	RefMoved     bool    `json:"ref_moved"`
 	TagCreated   bool    `json:"tag_created"`
 	Seconds      float64 `json:"seconds"`

@@ -120,8 +120,9 @@ func TestAddBase(t *testing.T) {
 
 // TestPullOfRepackedStore serves a store whose blobs repack coded (grouped
 // and XOR deltas) and pulls both versions from it, and from it as a path
-// remote: a coded blob travels as its raw bytes (decoded and verified by
-// the server's store), so the pulled checkouts are bit for bit.
+// remote: a coded blob travels coded (TestCodedTransfer) or, a delta
+// without its base here, raw; either way the pulled checkouts are bit for
+// bit.
 func TestPullOfRepackedStore(t *testing.T) {
 	t.Parallel()
 	dirs, _ := weightModels(t, t.TempDir())

@@ -177,3 +177,28 @@ func TestRemoteGC(t *testing.T) {
 		requireSameTree(t, want, out)
 	}
 }
+
+// TestS3Unauthorized: a pull or push whose credentials the object store
+// refuses (a wrong secret, an unknown access key) fails as unauthorized
+// (exit 20), and the bucket keeps what it had.
+func TestS3Unauthorized(t *testing.T) {
+	t.Parallel()
+	k, gw := s3RemoteKind(t)
+	bucket := k.fresh(t)
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	a.transfer(gw.Env(), "push", bucket, "llm")
+	a.ok("tag", "llm:v9", "llm")
+	with := func(access, secret string) []string {
+		return append(gw.Env(), "AWS_ACCESS_KEY_ID="+access, "AWS_SECRET_ACCESS_KEY="+secret)
+	}
+	b := newCLI(t)
+	b.ok("init")
+	for _, env := range [][]string{with(gw.AccessKey, gw.SecretKey+"x"), with("nobody", gw.SecretKey)} {
+		b.failEnv(env, "unauthorized", "pull", bucket, "llm")
+		a.failEnv(env, "unauthorized", "push", bucket, "llm:v9")
+	}
+	b.transfer(gw.Env(), "pull", bucket, "llm")
+	b.failEnv(gw.Env(), "not_found", "pull", bucket, "llm:v9")
+}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -73,6 +74,20 @@ func TestServeProtocol(t *testing.T) {
 			big = tn.Chunks[0]
 		}
 	}
+
+	t.Run("capabilities", func(t *testing.T) {
+		code, _, body := httpDo(t, "GET", srv.url+"/v1/capabilities", "", nil, nil)
+		var caps struct {
+			API      string   `json:"api"`
+			Versions []int    `json:"versions"`
+			Push     bool     `json:"push"`
+			Codings  []string `json:"codings"`
+		}
+		if err := json.Unmarshal(body, &caps); code != 200 || err != nil || caps.API != "mstore" || !slices.Contains(caps.Versions, 1) ||
+			!caps.Push || !slices.Contains(caps.Codings, "grouped") || !slices.Contains(caps.Codings, "delta") {
+			t.Fatalf("capabilities: %d %s", code, body)
+		}
+	})
 
 	t.Run("blobs: Range and an immutable cache header", func(t *testing.T) {
 		code, hdr, body := httpDo(t, "GET", srv.url+"/v1/blobs/"+big, "", nil, map[string]string{"Range": "bytes=10-19"})

@@ -69,7 +69,11 @@ func printTransfer(e *env, verb string, res *transfer.Result) error {
 	if res.Tag != "" {
 		what += ":" + res.Tag
 	}
+	moved := humanBytes(res.BytesMoved)
+	if res.WireBytes < res.BytesMoved {
+		moved += ", " + humanBytes(res.WireBytes) + " of it on the wire, coded"
+	}
 	e.printf("%s %s %s: %d blobs moved (%s), %d already there, %.2fs\n", verb, what, res.Digest,
-		res.BlobsMoved, humanBytes(res.BytesMoved), res.BlobsPresent, res.Seconds)
+		res.BlobsMoved, moved, res.BlobsPresent, res.Seconds)
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package journal owns the store's journal: an append-only file beside
 // index.db that records every change the index cannot rebuild from the blob
-// files alone (ref moves, tags, trims, ref removals, which blobs are
+// files alone (ref moves, tags, trims, ref removals, named remotes, which blobs are
 // manifests, where packed blobs lie and how they are coded, delta base
 // hints), so that `mstore fsck --rebuild-index`
 // can rebuild a lost or damaged index.
@@ -60,6 +60,8 @@ const (
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
 	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack, coded as Enc
 	OpBase      Op = "base"     // version Digest's tensors are coded against version Base's (add --base)
+	OpRemote    Op = "remote"   // named remote Name set to URL Msg (remote add)
+	OpRemoteRm  Op = "rmremote" // named remote Name forgotten (remote rm)
 	OpBegin     Op = "begin"    // a batch starts
 	OpEnd       Op = "end"      // the batch is complete
 )

@@ -443,15 +443,26 @@ func (s *Store) recoverManifests(log *journal.Log, recs map[objects.Digest]BlobR
 }
 
 // replayStore applies the journal's records of the store's own (the delta
-// bases of `add --base`); the names' records are the Names layer's.
+// bases of `add --base`, the named remotes); the names' records are the
+// Names layer's.
 func replayStore(tx *bolt.Tx, log *journal.Log, problem func(string, ...any)) {
 	for _, b := range log.Batches {
 		for _, rec := range b.Records {
-			if rec.Op != journal.OpBase {
+			var err error
+			what := rec.Name
+			switch rec.Op {
+			case journal.OpBase:
+				what = rec.Digest.Short()
+				err = putDeltaBase(tx, rec.Digest, rec.Base)
+			case journal.OpRemote:
+				err = PutRemote(tx, rec.Name, rec.Msg)
+			case journal.OpRemoteRm:
+				_, err = RemoveRemote(tx, rec.Name)
+			default:
 				continue
 			}
-			if err := putDeltaBase(tx, rec.Digest, rec.Base); err != nil {
-				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, rec.Digest.Short(), err)
+			if err != nil {
+				problem("journal batch %d: %s %s: %v", b.Seq, rec.Op, what, err)
 			}
 		}
 	}

@@ -10,12 +10,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/internal/objects"
 )
 
 // What remotes (internal/remote) need of a store: which blobs it lacks, and
 // the named remotes of `mstore remote add`, kept in the index as git keeps
-// them in its config.
+// them in its config, and journaled (OpRemote, OpRemoteRm) so that a
+// rebuilt index keeps them.
 
 var bucketRemotes = []byte("remotes")
 
@@ -37,7 +39,10 @@ func PutRemote(tx *bolt.Tx, name, url string) error {
 	if err != nil {
 		return fmt.Errorf("store: remotes: %w", err)
 	}
-	return b.Put([]byte(name), []byte(url))
+	if err := b.Put([]byte(name), []byte(url)); err != nil {
+		return err
+	}
+	return journal.Add(tx, journal.Record{Op: journal.OpRemote, Name: name, Msg: url})
 }
 
 // RemoveRemote forgets the remote name and reports whether it was there.
@@ -46,7 +51,10 @@ func RemoveRemote(tx *bolt.Tx, name string) (bool, error) {
 	if b == nil || b.Get([]byte(name)) == nil {
 		return false, nil
 	}
-	return true, b.Delete([]byte(name))
+	if err := b.Delete([]byte(name)); err != nil {
+		return false, err
+	}
+	return true, journal.Add(tx, journal.Record{Op: journal.OpRemoteRm, Name: name})
 }
 
 // Remotes returns every named remote's url, by name.

@@ -28,6 +28,9 @@ type ClientOptions struct {
 	// StallTimeout is how long the client goes on retrying without any
 	// request succeeding before it gives up; zero means a minute.
 	StallTimeout time.Duration
+	// MaxRetryAfter caps the wait a server's Retry-After asks for; zero
+	// means 30 s.
+	MaxRetryAfter time.Duration
 	// Transport, for tests; nil means a clone of http.DefaultTransport
 	// (which honours the proxy variables).
 	Transport http.RoundTripper
@@ -46,10 +49,15 @@ type Client struct {
 	hc    *http.Client
 	token string
 	stall time.Duration
-	caps  Capabilities
+	// maxWait caps Retry-After (ClientOptions.MaxRetryAfter).
+	maxWait time.Duration
+	caps    Capabilities
 }
 
-var _ remote.Remote = (*Client)(nil)
+var (
+	_ remote.Remote = (*Client)(nil)
+	_ remote.Coder  = (*Client)(nil)
+)
 
 // New connects to the server at base and reads its capabilities.
 func New(ctx context.Context, base string, o ClientOptions) (*Client, error) {
@@ -66,7 +74,10 @@ func New(ctx context.Context, base string, o ClientOptions) (*Client, error) {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
 	}
-	c := &Client{base: u, token: o.Token, stall: o.StallTimeout}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = maxRetryAfter
+	}
+	c := &Client{base: u, token: o.Token, stall: o.StallTimeout, maxWait: o.MaxRetryAfter}
 	c.hc = &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
 			return errors.New("too many redirects")
@@ -118,6 +129,11 @@ func retryable(status int) bool {
 // is decoded into out (JSON) or handed to read; in is the body: bytes as
 // they are, anything else as JSON.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, ctype string, in, out any, read func(*http.Response) error) error {
+	return c.doWith(ctx, method, path, query, nil, ctype, in, out, read)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, path string, query url.Values, hdr http.Header, ctype string, in, out any, read func(*http.Response) error) error {
 	var payload []byte
 	switch b := in.(type) {
 	case nil:
@@ -136,7 +152,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	start := time.Now()
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
-		err := c.once(ctx, method, u.String(), ctype, payload, out, read)
+		err := c.once(ctx, method, u.String(), hdr, ctype, payload, out, read)
 		var he *httpError
 		if err == nil {
 			return nil
@@ -173,7 +189,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 var errNoRetry = errors.New("remote: bad response")
 
-func (c *Client) once(ctx context.Context, method, u, ctype string, payload []byte, out any, read func(*http.Response) error) error {
+func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ctype string, payload []byte, out any, read func(*http.Response) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.stall)
 	defer cancel()
 	var body io.Reader
@@ -183,6 +199,9 @@ func (c *Client) once(ctx context.Context, method, u, ctype string, payload []by
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
@@ -196,15 +215,7 @@ func (c *Client) once(ctx context.Context, method, u, ctype string, payload []by
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		he := &httpError{status: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			he.retryAfter = min(time.Duration(s)*time.Second, maxRetryAfter)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
-			he.doc.Error.Message = fmt.Sprintf("%s %s: HTTP %d: %s", method, u, resp.StatusCode, strings.TrimSpace(string(b)))
-		}
-		return he
+		return c.failure(resp, method+" "+u+": ")
 	}
 	if read != nil {
 		return read(resp)
@@ -215,6 +226,25 @@ func (c *Client) once(ctx context.Context, method, u, ctype string, payload []by
 		}
 	}
 	return nil
+}
+
+// failure reads a response that is not a success: its error document and
+// the wait its Retry-After asks for (seconds or an HTTP date), capped.
+func (c *Client) failure(resp *http.Response, what string) *httpError {
+	he := &httpError{status: resp.StatusCode}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+			he.retryAfter = time.Duration(s) * time.Second
+		} else if at, err := http.ParseTime(v); err == nil {
+			he.retryAfter = max(time.Until(at), 0)
+		}
+		he.retryAfter = min(he.retryAfter, c.maxWait)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
+		he.doc.Error.Message = fmt.Sprintf("%sHTTP %d: %s", what, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return he
 }
 
 // classify turns a server's error back into the error class it named.
@@ -318,15 +348,7 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		he := &httpError{status: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			he.retryAfter = min(time.Duration(s)*time.Second, maxRetryAfter)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &he.doc) != nil || he.doc.Error.Message == "" {
-			he.doc.Error.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-		}
-		return he
+		return c.failure(resp, "")
 	}
 	if resp.ContentLength > objects.ChunkSize {
 		return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
@@ -397,6 +419,96 @@ func (c *Client) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 		body = append(body, b.Data...)
 	}
 	return c.do(ctx, "POST", "/v1/blobs", nil, "application/octet-stream", body, nil, nil)
+}
+
+// Codings implements remote.Coder: what the server's capabilities list.
+func (c *Client) Codings() []string { return c.caps.Codings }
+
+// GetCoded implements remote.Coder: one request for the whole batch. A
+// server that lists no codings is asked for raw blobs.
+func (c *Client) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
+	if len(ds) == 1 && len(c.caps.Codings) > 0 && len(accept) > 0 {
+		b, err := c.getCodedOne(ctx, ds[0], accept)
+		if err != nil {
+			return nil, err
+		}
+		return []remote.CodedBlob{b}, nil
+	}
+	if len(c.caps.Codings) == 0 || len(accept) == 0 {
+		data, err := c.GetBlobs(ctx, ds)
+		out := make([]remote.CodedBlob, len(data))
+		for i, b := range data {
+			out[i] = remote.CodedBlob{Digest: ds[i], Size: int64(len(b)), Coding: remote.CodingRaw, Data: b}
+		}
+		return out, err
+	}
+	var out []remote.CodedBlob
+	err := c.do(ctx, "POST", "/v1/blobs/get", nil, "", digestList{Digests: ds, Accept: accept}, nil, func(r *http.Response) error {
+		out = out[:0]
+		if r.Header.Get("Content-Type") != codedBlobsType {
+			return fmt.Errorf("%w: a coded read answered as %q", errNoRetry, r.Header.Get("Content-Type"))
+		}
+		rd := io.LimitReader(r.Body, remote.MaxBatchBytes+int64(codedHead*len(ds))+1)
+		var total int64
+		for _, d := range ds {
+			b, err := readCoded(rd, false, &total)
+			if errs.ClassOf(err) != 0 {
+				return fmt.Errorf("%w: %v", errNoRetry, err)
+			}
+			if err != nil {
+				return err // cut short: asked again
+			}
+			b.Digest = d
+			out = append(out, b)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// getCodedOne reads one blob with GET /v1/blobs/HEX, asking for it coded:
+// a raw blob comes as it always does (the server's sendfile), a coded one
+// as stored, its coding in the answer's headers.
+func (c *Client) getCodedOne(ctx context.Context, d objects.Digest, accept []string) (remote.CodedBlob, error) {
+	b := remote.CodedBlob{Digest: d, Coding: remote.CodingRaw}
+	hdr := http.Header{headerAcceptCodings: {strings.Join(accept, ", ")}}
+	err := c.doWith(ctx, "GET", "/v1/blobs/"+d.String(), nil, hdr, "", nil, nil, func(r *http.Response) error {
+		var err error
+		if b, err = codedFromHeaders(d, r.Header, r.ContentLength); err != nil {
+			return fmt.Errorf("%w: %v", errNoRetry, err)
+		}
+		if r.ContentLength >= 0 {
+			b.Data = make([]byte, r.ContentLength)
+			_, err = io.ReadFull(r.Body, b.Data)
+			return err
+		}
+		if b.Data, err = io.ReadAll(io.LimitReader(r.Body, objects.ChunkSize+1)); err == nil && len(b.Data) > objects.ChunkSize {
+			err = fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
+		}
+		return err
+	})
+	if err == nil && b.Coding == remote.CodingRaw {
+		b.Size = int64(len(b.Data))
+	}
+	return b, err
+}
+
+// PutCoded implements remote.Coder: one request for the whole batch.
+func (c *Client) PutCoded(ctx context.Context, blobs []remote.CodedBlob) ([]objects.Digest, error) {
+	if len(c.caps.Codings) == 0 {
+		return nil, errs.New(errs.UnsupportedVersion, "remote", "%s takes raw blobs only", c.where())
+	}
+	var n int
+	for _, b := range blobs {
+		n += 32 + codedHead + len(b.Data)
+	}
+	body := make([]byte, 0, n)
+	for _, b := range blobs {
+		body = appendCoded(body, b, true)
+	}
+	var out rawList
+	err := c.do(ctx, "POST", "/v1/blobs/coded", nil, "application/octet-stream", body, &out, nil)
+	return out.Raw, err
 }
 
 // GetManifest implements remote.Remote.

@@ -32,15 +32,21 @@ func serve(t *testing.T, o httpremote.ServerOptions) (*httptest.Server, remote.R
 }
 
 func TestConformance(t *testing.T) {
-	remotetest.Run(t, func(t *testing.T) remote.Remote {
-		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
-		c, err := httpremote.New(context.Background(), srv.URL, httpremote.ClientOptions{Token: token})
+	client := func(t *testing.T, url string) remote.Remote {
+		c, err := httpremote.New(context.Background(), url, httpremote.ClientOptions{Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
-	})
+	}
+	remotetest.Run(t, func(t *testing.T) remote.Remote {
+		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
+		return client(t, srv.URL)
+	}, remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
+		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
+		return client(t, srv.URL), client(t, srv.URL)
+	}))
 }
 
 func TestTokens(t *testing.T) {
@@ -143,6 +149,33 @@ func TestRetries(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("gave up after %s, stall timeout 1.5 s", d)
+	}
+}
+
+// TestRetryAfterCapped: a Retry-After of an hour (in seconds, or as an
+// HTTP date) is waited only up to the client's cap.
+func TestRetryAfterCapped(t *testing.T) {
+	backend, err := pathremote.Open(filepath.Join(t.TempDir(), "s"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httpremote.NewHandler(httpremote.ServerOptions{Backend: backend})
+	for _, after := range []string{"3600", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)} {
+		var calls atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				w.Header().Set("Retry-After", after)
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		start := time.Now()
+		_, err := httpremote.New(context.Background(), srv.URL, httpremote.ClientOptions{MaxRetryAfter: 300 * time.Millisecond, StallTimeout: 10 * time.Second})
+		srv.Close()
+		if d := time.Since(start); err != nil || calls.Load() != 2 || d < 300*time.Millisecond || d > 5*time.Second {
+			t.Fatalf("Retry-After %q: %v after %s and %d calls; want success after the 300 ms cap", after, err, d, calls.Load())
+		}
 	}
 }
 

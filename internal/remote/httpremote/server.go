@@ -27,6 +27,14 @@ type BlobOpener interface {
 	OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error)
 }
 
+// CodedOpener is what a remote.Coder backend may offer for one blob: it
+// opened as OpenBlob opens it when it is raw, else its stored bytes when
+// kept in one of accept (or decoded, when not). meta is the blob without
+// its Data.
+type CodedOpener interface {
+	OpenCoded(ctx context.Context, d objects.Digest, accept []string) (f io.ReadSeekCloser, meta remote.CodedBlob, err error)
+}
+
 // ServerOptions say what a server serves and to whom.
 type ServerOptions struct {
 	Backend remote.Remote
@@ -76,6 +84,7 @@ func NewHandler(o ServerOptions) http.Handler {
 	mux.HandleFunc("GET /v1/blobs/{digest}", s.readable(s.getBlob))
 	mux.HandleFunc("POST /v1/blobs/get", s.readable(s.getBlobs))
 	mux.HandleFunc("POST /v1/blobs", s.pushable(s.putBlobs))
+	mux.HandleFunc("POST /v1/blobs/coded", s.pushable(s.putCoded))
 	mux.HandleFunc("GET /v1/manifests/{digest}", s.readable(s.getManifest))
 	mux.HandleFunc("PUT /v1/manifests/{digest}", s.pushable(s.putManifest))
 	mux.HandleFunc("GET /v1/refs", s.readable(s.getRef))
@@ -202,8 +211,12 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func (s *server) capabilities(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
-		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs})
+	caps := Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
+		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs}
+	if c, ok := s.o.Backend.(remote.Coder); ok {
+		caps.Codings = c.Codings()
+	}
+	writeJSON(w, http.StatusOK, caps)
 }
 
 func (s *server) hasBlobs(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +240,23 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var content io.ReadSeeker
-	if o, ok := s.o.Backend.(BlobOpener); ok {
+	if o, ok := s.o.Backend.(CodedOpener); ok && r.Header.Get(headerAcceptCodings) != "" {
+		var accept []string
+		for _, a := range strings.Split(r.Header.Get(headerAcceptCodings), ",") {
+			accept = append(accept, strings.TrimSpace(a))
+		}
+		f, meta, err := o.OpenCoded(r.Context(), d, accept)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		defer f.Close()
+		setCodedHeaders(w.Header(), meta)
+		if meta.Coding != remote.CodingRaw {
+			r.Header.Del("Range") // a range of coded bytes means nothing
+		}
+		content = f
+	} else if o, ok := s.o.Backend.(BlobOpener); ok {
 		f, err := o.OpenBlob(r.Context(), d)
 		if err != nil {
 			fail(w, err)
@@ -257,6 +286,10 @@ func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := remote.CheckBatch(len(req.Digests), 0); err != nil {
 		fail(w, err)
+		return
+	}
+	if c, ok := s.o.Backend.(remote.Coder); ok && len(req.Accept) > 0 {
+		s.getCoded(w, r, c, req)
 		return
 	}
 	data, err := s.o.Backend.GetBlobs(r.Context(), req.Digests)
@@ -438,4 +471,66 @@ func (s *server) createTag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, tagDoc{Digest: req.Digest, Created: created})
+}
+
+// getCoded answers a batch read that accepts codings: each blob as the
+// store keeps it, in one of them, else raw.
+func (s *server) getCoded(w http.ResponseWriter, r *http.Request, c remote.Coder, req digestList) {
+	blobs, err := c.GetCoded(r.Context(), req.Digests, req.Accept)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var total int64
+	for _, b := range blobs {
+		total += int64(codedHead + len(b.Data))
+	}
+	w.Header().Set("Content-Type", codedBlobsType)
+	w.Header().Set("Content-Length", strconv.FormatInt(total, 10))
+	var buf []byte
+	for _, b := range blobs {
+		buf = appendCoded(buf[:0], b, false)
+		w.Write(buf)
+	}
+}
+
+// putCoded takes an upload of blobs as the client's store keeps them; the
+// backend decodes and checks each. Those it cannot take coded are named in
+// the answer, for the client to send raw.
+func (s *server) putCoded(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.o.Backend.(remote.Coder)
+	if !ok {
+		fail(w, errs.New(errs.UnsupportedVersion, "serve", "this server takes raw blobs only (POST /v1/blobs)"))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, maxBlobsBody+remote.MaxBatchBlobs*(32+codedHead))
+	var blobs []remote.CodedBlob
+	var total int64
+	for {
+		b, err := readCoded(body, true, &total)
+		if err == io.EOF {
+			break
+		}
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			err = errs.New(errs.SizeLimitExceeded, "serve", "upload over its bound")
+		case err != nil && errs.ClassOf(err) == 0:
+			err = errs.Wrap(errs.SchemaError, "serve", err, "coded upload")
+		}
+		if err == nil && len(blobs) == remote.MaxBatchBlobs {
+			err = remote.CheckBatch(len(blobs)+1, total)
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		blobs = append(blobs, b)
+	}
+	raw, err := c.PutCoded(r.Context(), blobs)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rawList{Raw: raw})
 }

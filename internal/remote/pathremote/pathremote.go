@@ -1,9 +1,7 @@
 package pathremote
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -73,74 +71,6 @@ func (r *Remote) records(ds []objects.Digest) ([]store.BlobRecord, error) {
 		return nil
 	})
 	return out, err
-}
-
-// GetBlob implements remote.Remote. The store's reader checks the bytes'
-// digest, so a blob damaged on disk here is an integrity_error.
-func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([]byte, error) {
-	recs, err := r.records([]objects.Digest{d})
-	if err != nil {
-		return nil, err
-	}
-	rd := r.st.NewBlobReader()
-	defer rd.Close()
-	data, err := rd.Read(recs[0], nil)
-	if err != nil {
-		return nil, err
-	}
-	return remote.Range(data, d, off, n)
-}
-
-// OpenBlob opens blob d as stored, unverified, with its size: serve hands
-// it to the client, which checks it (see httpremote.BlobOpener).
-func (r *Remote) OpenBlob(ctx context.Context, d objects.Digest) (io.ReadSeekCloser, error) {
-	recs, err := r.records([]objects.Digest{d})
-	if err != nil {
-		return nil, err
-	}
-	if recs[0].Coded() {
-		// Kept coded (repack): the stored bytes are not the blob's, so it
-		// is decoded, and verified on the way, like any other read.
-		rd := r.st.NewBlobReader()
-		defer rd.Close()
-		data, err := rd.Read(recs[0], nil)
-		if err != nil {
-			return nil, err
-		}
-		return nopCloser{bytes.NewReader(data)}, nil
-	}
-	return r.st.OpenBlob(recs[0])
-}
-
-type nopCloser struct{ *bytes.Reader }
-
-func (nopCloser) Close() error { return nil }
-
-// GetBlobs implements remote.Remote.
-func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
-	recs, err := r.records(ds)
-	if err != nil {
-		return nil, err
-	}
-	var total int64
-	for _, rec := range recs {
-		total += rec.Size
-	}
-	if err := remote.CheckBatch(len(ds), total); err != nil {
-		return nil, err
-	}
-	rd := r.st.NewBlobReader()
-	defer rd.Close()
-	out := make([][]byte, len(ds))
-	for i, rec := range recs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if out[i], err = rd.Read(rec, nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // PutBlobs implements remote.Remote: every blob is verified before any is

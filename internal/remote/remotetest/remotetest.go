@@ -30,6 +30,13 @@ func MakeVersion(t testing.TB, seed uint64, size int64) Version {
 	for i := range data {
 		data[i] = byte(r.Uint32())
 	}
+	return MakeVersionOf(t, data)
+}
+
+// MakeVersionOf is MakeVersion of the given bytes.
+func MakeVersionOf(t testing.TB, data []byte) Version {
+	t.Helper()
+	size := int64(len(data))
 	var v Version
 	run := &objects.Data{Digest: objects.Sum(data)}
 	for i := range objects.ChunkCount(size) {
@@ -65,9 +72,36 @@ func digests(blobs []remote.Blob) []objects.Digest {
 	return out
 }
 
+// Option adds to what Run checks.
+type Option func(*options)
+
+type options struct {
+	pair func(t *testing.T) (remote.Remote, remote.Remote)
+}
+
+// TwoClients gives Run two clients of one new, empty remote (two processes'
+// views of it): what one writes, the other must see, whatever either keeps
+// in memory. Without it, the cases that need two use one client twice.
+func TwoClients(pair func(t *testing.T) (remote.Remote, remote.Remote)) Option {
+	return func(o *options) { o.pair = pair }
+}
+
 // Run runs the suite. open returns a new, empty remote each time.
-func Run(t *testing.T, open func(t *testing.T) remote.Remote) {
+func Run(t *testing.T, open func(t *testing.T) remote.Remote, opts ...Option) {
 	ctx := context.Background()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.pair == nil {
+		o.pair = func(t *testing.T) (remote.Remote, remote.Remote) { r := open(t); return r, r }
+	}
+	t.Run("many small blobs, written and read by two clients", func(t *testing.T) {
+		manySmall(t, o.pair)
+	})
+	t.Run("coded blobs, where the remote takes them", func(t *testing.T) {
+		coderCases(t, open(t))
+	})
 	small := func(t *testing.T, r remote.Remote, seed uint64) Version {
 		t.Helper()
 		v := MakeVersion(t, seed, 5<<20+1234) // two chunks: 4 MiB and the rest
@@ -330,4 +364,99 @@ func MakeManySmall(t testing.TB, seed uint64, n int) Version {
 	}
 	v.Digest, v.Encoded = d, enc
 	return v
+}
+
+// manySmall puts many small blobs (a remote may pack them) in
+// batches that overlap and mix in a large blob, then reads them back in
+// another order through the other client, by batch and alone, by range;
+// and the first client then sees what the second wrote after it had read.
+func manySmall(t *testing.T, pair func(t *testing.T) (remote.Remote, remote.Remote)) {
+	ctx := context.Background()
+	a, b := pair(t)
+	v, w := MakeManySmall(t, 30, 1200), MakeManySmall(t, 31, 300)
+	half := len(w.Blobs) / 2
+	large := MakeVersion(t, 32, 2<<20).Blobs[0]
+	for i := 0; i < len(v.Blobs); i += 400 {
+		if err := a.PutBlobs(ctx, v.Blobs[i:min(i+400, len(v.Blobs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mixed := append(append(append([]remote.Blob{}, v.Blobs[:10]...), w.Blobs[:half]...), large)
+	if err := a.PutBlobs(ctx, mixed); err != nil { // ten of them there already
+		t.Fatal(err)
+	}
+	absent := objects.Sum([]byte("absent"))
+	ask := append(append(digests(v.Blobs), digests(w.Blobs)...), large.Digest, absent)
+	has, err := b.HasBlobs(ctx, ask)
+	if err != nil || len(has) != len(ask) {
+		t.Fatalf("HasBlobs: %d answers, %v", len(has), err)
+	}
+	for i, ok := range has {
+		want := i < len(v.Blobs)+half || i == len(ask)-2
+		if ok != want {
+			t.Fatalf("HasBlobs[%d] = %v, want %v", i, ok, want)
+		}
+	}
+	// Every 7th blob of both versions, newest first, with the large one.
+	var ds []objects.Digest
+	var want [][]byte
+	for i := len(v.Blobs) - 1; i >= 0; i -= 7 {
+		ds, want = append(ds, v.Blobs[i].Digest), append(want, v.Blobs[i].Data)
+	}
+	for i := 0; i < half; i += 7 {
+		ds, want = append(ds, w.Blobs[i].Digest), append(want, w.Blobs[i].Data)
+	}
+	ds, want = append(ds, large.Digest), append(want, large.Data)
+	got, err := b.GetBlobs(ctx, ds)
+	if err != nil || len(got) != len(ds) {
+		t.Fatalf("GetBlobs: %d, %v", len(got), err)
+	}
+	for i := range ds {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("GetBlobs[%d] is not blob %s", i, ds[i].Short())
+		}
+	}
+	one, err := b.GetBlob(ctx, v.Blobs[600].Digest, 3, 10)
+	if err != nil || !bytes.Equal(one, v.Blobs[600].Data[3:13]) {
+		t.Fatalf("GetBlob range of a small blob: %q, %v", one, err)
+	}
+	one, err = b.GetBlob(ctx, w.Blobs[half-1].Digest, 5, -1)
+	if err != nil || !bytes.Equal(one, w.Blobs[half-1].Data[5:]) {
+		t.Fatalf("GetBlob open range of a small blob: %q, %v", one, err)
+	}
+	_, err = b.GetBlobs(ctx, []objects.Digest{v.Blobs[0].Digest, absent})
+	wantClass(t, err, errs.NotFound, "GetBlobs with a missing blob")
+	if created, err := b.PutManifest(ctx, v.Digest, v.Encoded); err != nil || !created {
+		t.Fatalf("PutManifest of the small blobs' version: %v, %v", created, err)
+	}
+	_, err = a.PutManifest(ctx, w.Digest, w.Encoded)
+	var missing *remote.MissingBlobsError
+	if !errors.As(err, &missing) || len(missing.Missing) != half {
+		t.Fatalf("PutManifest with %d small blobs missing: %v", half, err)
+	}
+	// b writes the rest; a, which has read the remote before, sees them.
+	if err := b.PutBlobs(ctx, w.Blobs[half:]); err != nil {
+		t.Fatal(err)
+	}
+	has, err = a.HasBlobs(ctx, digests(w.Blobs))
+	for i := 0; err == nil && i < len(has); i++ {
+		if !has[i] {
+			err = fmt.Errorf("blob %d missing", i)
+		}
+	}
+	if err != nil {
+		t.Fatalf("HasBlobs through the other client: %v", err)
+	}
+	got, err = a.GetBlobs(ctx, digests(w.Blobs[half:]))
+	for i := 0; err == nil && i < len(got); i++ {
+		if !bytes.Equal(got[i], w.Blobs[half+i].Data) {
+			err = fmt.Errorf("blob %d differs", i)
+		}
+	}
+	if err != nil {
+		t.Fatalf("GetBlobs through the other client: %v", err)
+	}
+	if created, err := a.PutManifest(ctx, w.Digest, w.Encoded); err != nil || !created {
+		t.Fatalf("PutManifest once every blob is there: %v, %v", created, err)
+	}
 }

@@ -2,6 +2,8 @@
 // S3-compatible object store, with no server of mstore in between:
 //
 //	PREFIX/blobs/ab/HEX        a blob's raw bytes
+//	PREFIX/packs/HEX.pack      small blobs of one push batch, end to end (packs.go)
+//	PREFIX/packs/HEX.idx       where each of them is in HEX.pack
 //	PREFIX/manifests/HEX       a manifest's canonical bytes
 //	PREFIX/refs/NAME:ref       {"name","history":[{"digest","message","time"}…]}, newest first
 //	PREFIX/tags/NAME:TAG       {"digest"}

@@ -61,13 +61,14 @@ type marked struct {
 	refs, tags int
 	manifests  map[objects.Digest]bool // kept
 	blobs      map[objects.Digest]bool // live
-	all        []minio.ObjectInfo      // manifests/ and blobs/ objects
+	packs      map[string]bool         // pack HEX → holds a live blob
+	all        []minio.ObjectInfo      // manifests/, blobs/ and packs/ objects
 }
 
 // mark finds what must stay. It fails rather than skip anything it cannot
 // read: a skipped ref would let gc delete a live version.
 func (r *Remote) mark(ctx context.Context, grace time.Duration, now time.Time) (*marked, error) {
-	m := &marked{manifests: map[objects.Digest]bool{}, blobs: map[objects.Digest]bool{}}
+	m := &marked{manifests: map[objects.Digest]bool{}, blobs: map[objects.Digest]bool{}, packs: map[string]bool{}}
 	err := r.list(ctx, "refs/", func(o minio.ObjectInfo) error {
 		b, _, err := r.get(ctx, o.Key, maxRefDoc, minio.GetObjectOptions{})
 		if err != nil {
@@ -132,7 +133,30 @@ func (r *Remote) mark(ctx context.Context, grace time.Duration, now time.Time) (
 			m.blobs[b] = true
 		}
 	}
-	return m, nil
+	return m, r.markPacks(ctx, m)
+}
+
+// markPacks keeps every pack that holds a live blob, whole: its dead
+// blobs cost bytes, never a request. An index gc cannot read stops it.
+func (r *Remote) markPacks(ctx context.Context, m *marked) error {
+	return r.list(ctx, "packs/", func(o minio.ObjectInfo) error {
+		m.all = append(m.all, o)
+		h, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, r.prefix+"packs/"), ".idx")
+		if _, err := objects.ParseDigest(h); !ok || err != nil {
+			return nil
+		}
+		ds, _, err := r.readPackIndex(ctx, h)
+		if err != nil {
+			return errs.Wrap(errs.ClassOf(err), "s3", err, "gc deletes nothing")
+		}
+		for _, d := range ds {
+			if m.blobs[d] {
+				m.packs[h] = true
+				break
+			}
+		}
+		return nil
+	})
 }
 
 // live reports whether the object at key must stay.
@@ -145,6 +169,14 @@ func (r *Remote) live(m *marked, key string) bool {
 		dir, h, _ := strings.Cut(rest, "/")
 		d, err := objects.ParseDigest(h)
 		return err != nil || dir != h[:2] || m.blobs[d] // a name gc did not write: keep
+	}
+	if rest, ok := strings.CutPrefix(key, r.prefix+"packs/"); ok {
+		h, ok := strings.CutSuffix(rest, ".idx")
+		if !ok {
+			h, ok = strings.CutSuffix(rest, ".pack")
+		}
+		_, err := objects.ParseDigest(h)
+		return !ok || err != nil || m.packs[h] // a name gc did not write: keep
 	}
 	return true
 }
@@ -178,7 +210,8 @@ func (r *Remote) PlanGC(ctx context.Context, grace time.Duration) (*GCPlan, erro
 
 // ExecuteGC deletes what p plans, after marking again: an object that has
 // become live since the plan (a push committed meanwhile) is spared.
-// Manifests go first, so a gc stopped midway leaves only unreferenced blobs.
+// Manifests go first, so a gc stopped midway leaves only unreferenced blobs;
+// a pack's index goes before the pack, so no index names a missing pack.
 func (r *Remote) ExecuteGC(ctx context.Context, p *GCPlan) (*GCResult, error) {
 	m, err := r.mark(ctx, p.graceDuration, time.Now())
 	if err != nil {
@@ -186,9 +219,10 @@ func (r *Remote) ExecuteGC(ctx context.Context, p *GCPlan) (*GCResult, error) {
 	}
 	res := &GCResult{}
 	var del []GCObject
-	for _, pass := range []string{"manifests/", "blobs/"} {
+	for _, pass := range []string{"manifests/", "blobs/", "packs/*.idx", "packs/*.pack"} {
+		dir, suffix, _ := strings.Cut(pass, "*")
 		for _, o := range p.Delete {
-			if strings.HasPrefix(o.Key, r.prefix+pass) {
+			if strings.HasPrefix(o.Key, r.prefix+dir) && strings.HasSuffix(o.Key, suffix) {
 				del = append(del, o)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,6 +50,8 @@ type Remote struct {
 
 	probeOnce sync.Once
 	probeErr  error
+
+	packs packCache // see packs.go
 }
 
 var _ remote.Remote = (*Remote)(nil)
@@ -101,52 +102,25 @@ func (r *Remote) manifestKey(d objects.Digest) string { return r.prefix + "manif
 func (r *Remote) refKey(name string) string           { return r.prefix + "refs/" + name + ":ref" }
 func (r *Remote) tagKey(name, tag string) string      { return r.prefix + "tags/" + name + ":" + tag }
 
-func code(err error) (int, string) {
-	e := minio.ToErrorResponse(err)
-	return e.StatusCode, e.Code
-}
-
-func isNotFound(err error) bool {
-	status, c := code(err)
-	return status == http.StatusNotFound || c == "NoSuchKey"
-}
-
-// isPrecondition is a conditional write that lost (412; 409 is what AWS
-// answers for two conditional writes of one key at once).
-func isPrecondition(err error) bool {
-	status, c := code(err)
-	return status == http.StatusPreconditionFailed || c == "PreconditionFailed" ||
-		status == http.StatusConflict || c == "ConditionalRequestConflict"
-}
-
-func (r *Remote) wrap(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if errs.ClassOf(err) != 0 {
-		return err
-	}
-	return fmt.Errorf("s3: %s %s: %w", what, r.url, err)
-}
-
-// get reads a whole object of at most limit bytes and its ETag.
+// get reads a whole object (or the range opts asks) of at most limit bytes
+// and its ETag, in one request (minio.Client's Object would send a HEAD
+// first to size the buffer; Core's GET answers with the size).
 func (r *Remote) get(ctx context.Context, key string, limit int64, opts minio.GetObjectOptions) ([]byte, string, error) {
-	obj, err := r.c.GetObject(ctx, r.bucket, key, opts)
+	body, info, _, err := minio.Core{Client: r.c}.GetObject(ctx, r.bucket, key, opts)
 	if err != nil {
 		return nil, "", err
 	}
-	defer obj.Close()
-	info, err := obj.Stat() // sends the request; its Size sizes the buffer
-	if err != nil {
-		return nil, "", err
-	}
+	defer body.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(min(max(info.Size, 0), limit)) + 1)
-	if _, err := buf.ReadFrom(io.LimitReader(obj, limit+1)); err != nil {
+	buf.Grow(int(min(max(info.Size, 0), limit)) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(body, limit+1)); err != nil {
 		return nil, "", err
 	}
 	if int64(buf.Len()) > limit {
 		return nil, "", errs.New(errs.SizeLimitExceeded, "s3", "object %s is over %d bytes", key, limit)
+	}
+	if info.Size >= 0 && int64(buf.Len()) != info.Size {
+		return nil, "", fmt.Errorf("s3: object %s: %d bytes of %d: cut short", key, buf.Len(), info.Size)
 	}
 	return buf.Bytes(), info.ETag, nil
 }
@@ -177,15 +151,22 @@ func (r *Remote) exists(ctx context.Context, key string) (bool, error) {
 // to list the folder (a request per 1000 keys) than to ask for each blob.
 const listFrom = 16
 
-// HasBlobs implements remote.Remote, several questions at once: one HEAD
-// per blob, or one listing of a fan-out folder that many questions share.
+// HasBlobs implements remote.Remote, several questions at once: first the
+// pack indexes, then one HEAD per blob, or one listing of a fan-out folder
+// that many questions share.
 func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, error) {
 	if len(ds) > remote.MaxHasBlobs {
 		return nil, errs.New(errs.SizeLimitExceeded, "s3", "asked about %d blobs at once (at most %d)", len(ds), remote.MaxHasBlobs)
 	}
-	out := make([]bool, len(ds))
+	_, out, err := r.locate(ctx, ds, true)
+	if err != nil {
+		return nil, err
+	}
 	byFolder := map[string][]int{}
 	for i, d := range ds {
+		if out[i] {
+			continue
+		}
 		h := d.String()[:2]
 		byFolder[h] = append(byFolder[h], i)
 	}
@@ -217,10 +198,20 @@ func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, err
 	return out, r.wrap(g.Wait(), "stat blobs in")
 }
 
-// GetBlob implements remote.Remote with a ranged GET.
+// GetBlob implements remote.Remote with a ranged GET, of the blob's own
+// object or, for a packed blob, of its pack.
 func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([]byte, error) {
 	if off < 0 || n == 0 {
 		return remote.Range(nil, d, off, n)
+	}
+	if l, ok := r.packs.find(d); ok {
+		b, err := r.getPackedOne(ctx, d, l)
+		if err == nil {
+			return remote.Range(b, d, off, n)
+		}
+		if errs.ClassOf(err) != errs.NotFound {
+			return nil, err
+		}
 	}
 	var opts minio.GetObjectOptions
 	var err error
@@ -235,7 +226,17 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	}
 	b, _, err := r.get(ctx, r.blobKey(d), objects.ChunkSize, opts)
 	if isNotFound(err) {
-		return nil, remote.NoBlob(r.url, d)
+		// Packed by another client since this one read the indexes?
+		if locs, in, lerr := r.locate(ctx, []objects.Digest{d}, false); lerr != nil {
+			return nil, lerr
+		} else if in[0] {
+			b, err := r.getPackedOne(ctx, d, locs[0])
+			if err != nil {
+				return nil, err
+			}
+			return remote.Range(b, d, off, n)
+		}
+		return nil, r.absent(ctx, remote.NoBlob(r.url, d))
 	}
 	if status, _ := code(err); status == http.StatusRequestedRangeNotSatisfiable {
 		return nil, errs.New(errs.SchemaError, "s3", "range %d+%d outside blob %s", off, n, d.Short())
@@ -243,17 +244,42 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	return b, r.wrap(err, "get blob from")
 }
 
-// GetBlobs implements remote.Remote: S3 has no batch read, so the blobs
-// are fetched several at a time.
+// GetBlobs implements remote.Remote: packed blobs are read by ranges of
+// their packs, many to a GET; the others (S3 has no batch read) several at
+// a time.
 func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
 	if err := remote.CheckBatch(len(ds), 0); err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(ds))
 	var total atomic.Int64 // a batch stays under MaxBatchBytes, whatever it asks
+	locs, in, err := r.locate(ctx, ds, false)
+	if err != nil {
+		return nil, err
+	}
+	var packed []int
+	for i := range ds {
+		if in[i] {
+			packed = append(packed, i)
+			total.Add(locs[i].size)
+		}
+	}
+	if err := remote.CheckBatch(len(ds), total.Load()); err != nil {
+		return nil, err
+	}
+	lost, err := r.getPacked(ctx, locs, packed, out)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range lost {
+		total.Add(-locs[i].size)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for i, d := range ds {
+		if out[i] != nil {
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			if out[i], err = r.GetBlob(gctx, d, 0, -1); err != nil {
@@ -271,9 +297,23 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 	if err := remote.VerifyBlobs(blobs); err != nil {
 		return err
 	}
+	var small, large []remote.Blob
+	for _, b := range blobs {
+		if len(b.Data) < packBelow && len(b.Data) > 0 {
+			small = append(small, b)
+		} else {
+			large = append(large, b)
+		}
+	}
+	if len(small) == 1 {
+		large, small = append(large, small...), nil // a pack of one saves nothing
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for _, b := range blobs {
+	if len(small) > 0 {
+		g.Go(func() error { return r.putPack(gctx, small) })
+	}
+	for _, b := range large {
 		g.Go(func() error {
 			err := r.put(gctx, r.blobKey(b.Digest), b.Data, true, "")
 			if isPrecondition(err) {
@@ -289,7 +329,7 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, error) {
 	b, _, err := r.get(ctx, r.manifestKey(d), remote.MaxManifestBytes, minio.GetObjectOptions{})
 	if isNotFound(err) {
-		return nil, remote.NoManifest(r.url, d)
+		return nil, r.absent(ctx, remote.NoManifest(r.url, d))
 	}
 	return b, r.wrap(err, "get manifest from")
 }
@@ -367,7 +407,7 @@ func (r *Remote) Ref(ctx context.Context, name string) (remote.RefInfo, error) {
 		return remote.RefInfo{}, err
 	}
 	if doc == nil {
-		return remote.RefInfo{}, remote.NoRef(r.url, name)
+		return remote.RefInfo{}, r.absent(ctx, remote.NoRef(r.url, name))
 	}
 	info := remote.RefInfo{Name: name, Current: doc.History[0].Digest}
 	for _, e := range doc.History {
@@ -435,7 +475,7 @@ func (r *Remote) Tag(ctx context.Context, name, tag string) (objects.Digest, err
 	}
 	b, _, err := r.get(ctx, r.tagKey(name, tag), 4096, minio.GetObjectOptions{})
 	if isNotFound(err) {
-		return objects.Digest{}, remote.NoTag(r.url, name, tag)
+		return objects.Digest{}, r.absent(ctx, remote.NoTag(r.url, name, tag))
 	}
 	if err != nil {
 		return objects.Digest{}, r.wrap(err, "read tag from")
@@ -500,7 +540,7 @@ func (r *Remote) runProbe(ctx context.Context) error {
 		if err != nil {
 			return r.wrap(err, "probe conditional writes on")
 		}
-		return errors.New("s3: " + r.url + ": the object store ignores conditional writes (If-None-Match / If-Match), so two pushes could overwrite each other's refs; refusing to move refs or create tags there (use a server that supports them, or serve the bucket through one `mstore serve`)")
+		return errs.New(errs.UnsupportedVersion, "s3", "%s: the object store ignores conditional writes (If-None-Match / If-Match), so two pushes could overwrite each other's refs; refusing to move refs or create tags there (use a server that supports them, or serve the bucket through one `mstore serve`)", r.url)
 	}
 	if err := ignored(r.put(ctx, key, []byte("2"), true, "")); err != nil {
 		return err

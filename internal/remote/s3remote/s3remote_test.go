@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/remotetest"
@@ -17,16 +18,20 @@ func TestConformance(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.Bucket(t, "conformance")
 	var n atomic.Int32
-	remotetest.Run(t, func(t *testing.T) remote.Remote {
-		// Each remote is its own prefix of one bucket.
-		r, err := s3remote.Open(fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)), s3remote.Options{
-			Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-		})
+	open := func(t *testing.T, url string) remote.Remote {
+		r, err := s3remote.Open(url, s3remote.Options{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
-	})
+	}
+	// Each remote is its own prefix of one bucket.
+	fresh := func() string { return fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)) }
+	remotetest.Run(t, func(t *testing.T) remote.Remote { return open(t, fresh()) },
+		remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
+			u := fresh()
+			return open(t, u), open(t, u)
+		}))
 }
 
 // TestHasBlobsByListing: many questions about one fan-out folder are
@@ -61,5 +66,43 @@ func TestHasBlobsByListing(t *testing.T) {
 		if ok != (i < 30) {
 			t.Fatalf("HasBlobs[%d] = %v", i, ok)
 		}
+	}
+}
+
+// TestUnauthorized: an object store refusing the credentials (an unknown
+// key, a wrong secret) is unauthorized on every kind of request, never an
+// io_error or a not_found (versitygw answers an unknown key's HEAD with a
+// bare 404: HasBlobs then says "absent", and the PutBlobs that follows is
+// refused).
+func TestUnauthorized(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.Bucket(t, "creds")
+	v := remotetest.MakeVersion(t, 1, 1000)
+	for _, c := range []struct{ what, access, secret string }{
+		{"unknown access key", "nobody-" + srv.AccessKey, srv.SecretKey},
+		{"wrong secret", srv.AccessKey, srv.SecretKey + "x"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			r, err := s3remote.Open("s3://"+bucket+"/p", s3remote.Options{Endpoint: srv.Endpoint, AccessKey: c.access, SecretKey: c.secret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			check := func(op string, err error) {
+				t.Helper()
+				if errs.ClassOf(err) != errs.Unauthorized {
+					t.Errorf("%s with a %s: %v (class %v), want unauthorized", op, c.what, err, errs.ClassOf(err))
+				}
+			}
+			_, err = r.GetBlob(ctx, v.Blobs[0].Digest, 0, -1)
+			check("GetBlob", err)
+			check("PutBlobs", r.PutBlobs(ctx, v.Blobs))
+			_, err = r.GetManifest(ctx, v.Digest)
+			check("GetManifest", err)
+			_, err = r.Ref(ctx, "m")
+			check("Ref", err)
+			_, err = r.Tag(ctx, "m", "v1")
+			check("Tag", err)
+		})
 	}
 }

@@ -69,7 +69,9 @@ func Heal(ctx context.Context, st *store.Store, r remote.Remote, blobs map[objec
 	for d := range sizes {
 		ds = append(ds, d)
 	}
-	recs, err := fetchRound(ctx, st, r, planJobs(ds, sizes), sizes, jobs, nil)
+	// Raw: a healed blob must not lean on a local delta base, which may be
+	// what is damaged.
+	recs, _, err := fetchRound(ctx, st, r, planJobs(ds, sizes), sizes, jobs, false, nil)
 	if err != nil {
 		return nil, err
 	}

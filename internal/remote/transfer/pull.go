@@ -51,6 +51,9 @@ type Result struct {
 	BlobsMoved   int            `json:"blobs_moved"`
 	BytesMoved   int64          `json:"bytes_moved"`
 	BlobsPresent int            `json:"blobs_present"`
+	// WireBytes is the blob bytes that crossed the network: less than
+	// BytesMoved when blobs moved coded (remote.Coder).
+	WireBytes int64 `json:"wire_bytes"`
 	// RefMoved says whether the ref moved (locally for a pull, on the
 	// remote for a push); TagCreated whether the tag is new.
 	RefMoved   bool    `json:"ref_moved"`
@@ -161,10 +164,11 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 		defer o.Progress.Finish()
 	}
 	for i, round := range all {
-		recs, err := fetchRound(ctx, st, r, round, sizes, jobs, o.Progress)
+		recs, wire, err := fetchRound(ctx, st, r, round, sizes, jobs, true, o.Progress)
 		if err != nil {
 			return nil, err
 		}
+		res.WireBytes += wire
 		for _, rec := range recs {
 			res.BlobsMoved++
 			res.BytesMoved += rec.Size
@@ -187,6 +191,7 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 	for _, rec := range copyRecs {
 		res.BlobsMoved++
 		res.BytesMoved += rec.Size
+		res.WireBytes += rec.Size
 	}
 	if len(copyRecs) == 0 {
 		res.BlobsPresent++
@@ -227,13 +232,21 @@ func checkLocalTag(st *store.Store, name, tag string, d objects.Digest) error {
 
 // fetchRound fetches the blobs of jobs, several requests at once, checks
 // each against its digest and size, and makes them durable in st. It
-// returns their records, not yet in the index.
-func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, sizes map[objects.Digest]int64, n int, bar progress.Reporter) ([]store.BlobRecord, error) {
+// returns their records, not yet in the index, and the bytes that crossed
+// the network. With coded, blobs move as the remote keeps them where both
+// ends know the coding.
+func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, sizes map[objects.Digest]int64, n int, coded bool, bar progress.Reporter) ([]store.BlobRecord, int64, error) {
 	w := st.NewBlobWriter(nil)
 	defer w.Abort()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(n)
 	var failed atomic.Bool
+	var wire atomic.Int64
+	var coder remote.Coder
+	var accept []string
+	if coded {
+		coder, accept = coderOf(r)
+	}
 	for _, j := range jobs {
 		if failed.Load() {
 			break
@@ -241,6 +254,18 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 		g.Go(func() error {
 			var data [][]byte
 			var err error
+			if coder != nil {
+				var k int64
+				if k, err = fetchCoded(gctx, st, coder, accept, r, j, sizes, w); err != nil {
+					failed.Store(true)
+					return err
+				}
+				wire.Add(k)
+				if bar != nil {
+					bar.Add(j.bytes)
+				}
+				return nil
+			}
 			if j.batch {
 				data, err = r.GetBlobs(gctx, j.blobs)
 			} else {
@@ -252,6 +277,7 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 				err = errs.New(errs.IntegrityError, "pull", "the remote sent %d blobs for %d asked", len(data), len(j.blobs))
 			}
 			for i := 0; err == nil && i < len(j.blobs); i++ {
+				wire.Add(int64(len(data[i])))
 				err = checkBlob(j.blobs[i], sizes[j.blobs[i]], data[i])
 				if err == nil {
 					_, err = w.Put(j.blobs[i], data[i])
@@ -266,9 +292,10 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return w.Commit()
+	recs, err := w.Commit()
+	return recs, wire.Load(), err
 }
 
 // checkBlob is the check every fetched blob passes before it is written.

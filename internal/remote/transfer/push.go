@@ -122,8 +122,14 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 		o.Progress.Start(total)
 		defer o.Progress.Finish()
 	}
-	moved, bytes, err := upload(ctx, st, r, planJobs(missing, sizes), recs, jobs, o.Progress)
-	res.BlobsMoved, res.BytesMoved = int(moved.Load()), bytes.Load()
+	up := uploader{st: st, r: r, recs: recs, bar: o.Progress}
+	if up.coder, up.accept = coderOf(r); up.coder != nil {
+		if up.bases, err = remoteBases(ctx, r, missing, recs); err != nil {
+			return nil, err
+		}
+	}
+	err = up.run(ctx, planJobs(missing, sizes), jobs)
+	res.BlobsMoved, res.BytesMoved, res.WireBytes = int(up.moved.Load()), up.bytes.Load(), up.wire.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +141,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if created {
 		res.BlobsMoved++
 		res.BytesMoved += int64(len(encoded))
+		res.WireBytes += int64(len(encoded))
 	} else {
 		res.BlobsPresent++
 	}
@@ -155,10 +162,22 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	return res, nil
 }
 
-// upload sends the blobs of jobs, reading (and so verifying) each from st.
-func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, recs map[objects.Digest]store.BlobRecord, n int, bar progress.Reporter) (*atomic.Int64, *atomic.Int64, error) {
-	var moved, bytes atomic.Int64
-	rd := st.NewBlobReader()
+// uploader sends blobs of st to r, reading (and so verifying) each.
+type uploader struct {
+	st     *store.Store
+	r      remote.Remote
+	recs   map[objects.Digest]store.BlobRecord
+	bar    progress.Reporter
+	coder  remote.Coder // with accept and bases: blobs move coded
+	accept []string
+	bases  map[objects.Digest]bool
+
+	moved, bytes, wire atomic.Int64
+}
+
+// run sends the blobs of jobs, n requests at once.
+func (u *uploader) run(ctx context.Context, jobs []job, n int) error {
+	rd := u.st.NewBlobReader()
 	defer rd.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(n)
@@ -167,27 +186,37 @@ func upload(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, r
 			break
 		}
 		g.Go(func() error {
-			blobs := make([]remote.Blob, len(j.blobs))
-			for i, d := range j.blobs {
-				data, err := rd.Read(recs[d], nil)
-				if err != nil {
-					return err
-				}
-				blobs[i] = remote.Blob{Digest: d, Data: data}
-			}
-			if err := r.PutBlobs(gctx, blobs); err != nil {
+			if err := u.send(gctx, rd, j); err != nil {
 				return err
 			}
-			moved.Add(int64(len(blobs)))
-			bytes.Add(j.bytes)
-			if bar != nil {
-				bar.Add(j.bytes)
+			u.moved.Add(int64(len(j.blobs)))
+			u.bytes.Add(j.bytes)
+			if u.bar != nil {
+				u.bar.Add(j.bytes)
 			}
 			store.Failpoint(store.FailPushBlobsSent)
 			return nil
 		})
 	}
-	return &moved, &bytes, g.Wait()
+	return g.Wait()
+}
+
+func (u *uploader) send(ctx context.Context, rd *store.BlobReader, j job) error {
+	if u.coder != nil {
+		k, err := sendCoded(ctx, u.st, u.coder, u.accept, u.r, rd, j, u.recs, u.bases)
+		u.wire.Add(k)
+		return err
+	}
+	blobs := make([]remote.Blob, len(j.blobs))
+	for i, d := range j.blobs {
+		data, err := rd.Read(u.recs[d], nil)
+		if err != nil {
+			return err
+		}
+		blobs[i] = remote.Blob{Digest: d, Data: data}
+		u.wire.Add(int64(len(data)))
+	}
+	return u.r.PutBlobs(ctx, blobs)
 }
 
 // checkFastForward refuses to push over a remote ref whose version is not
