@@ -96,4 +96,26 @@ func TestOCIRegistry(t *testing.T) {
 		t.Fatal("the pulled fine-tune differs from the one pushed")
 	}
 	a.fail("conflict", append([]string{"push", reg.URL("team/llm:v1"), "llm"}, creds...)...)
+
+	// A named remote for the registry (and a repository prefix): push and
+	// pull take NAME[:TAG] as for any remote, the repository is
+	// PREFIX/NAME, the local ref NAME.
+	for _, s := range []*cli{a, b} {
+		s.ok("remote", "add", "reg", reg.URL("team"))
+	}
+	a.ok("tag", "llm:v3", "llm")
+	if res := a.transfer(nil, append([]string{"push", "reg", "llm:v3"}, creds...)...); !res.TagCreated || res.Digest != tuned {
+		t.Fatalf("push through the named registry: %+v", res)
+	}
+	c := newCLI(t)
+	c.ok("remote", "add", "reg", reg.URL("team"))
+	named := c.transfer(nil, "pull", "reg", "llm:v3", "--docker-config", cfg)
+	if named.Name != "llm" || named.Digest != tuned {
+		t.Fatalf("pull through the named registry: %+v, want llm at %s", named, tuned)
+	}
+	if again := b.transfer(nil, "pull", "reg", "llm:v3", "--docker-config", cfg); again.BlobsMoved != 0 || again.Name != "llm" {
+		t.Fatalf("pull into a store that has the bytes: %+v", again)
+	}
+	c.fail("schema_error", "pull", "reg", "--docker-config", cfg)
+	c.fail("schema_error", "gc", "--remote", "reg", "--dry-run") // a registry holds whole files: no blob gc
 }

@@ -45,16 +45,48 @@ func ociOptions(c *cli.Context) (ociremote.Options, error) {
 	return o, nil
 }
 
-// pullOCI is `mstore pull oci://HOST/REPO[:TAG|@sha256:…]`.
-func pullOCI(c *cli.Context, e *env, st *store.Store, u string) error {
-	if c.NArg() != 1 {
+// ociTarget says whether push or pull goes to a registry, and where: the
+// first argument is an oci:// URL naming the repository (and for pull the
+// version), or a named remote whose URL is oci://HOST[:PORT][/PREFIX], to
+// which the second argument, NAME[:TAG|@sha256:DIGEST], is appended (the
+// registry's repository PREFIX/NAME, the local ref NAME).
+func ociTarget(c *cli.Context, st *store.Store) (u, name string, ok bool, err error) {
+	first := c.Args().First()
+	if ociremote.IsURL(first) {
+		return first, "", true, nil
+	}
+	if strings.Contains(first, "://") || strings.ContainsRune(first, '/') {
+		return "", "", false, nil // a URL or path of another kind
+	}
+	base, err := transfer.Lookup(st, first)
+	if err != nil || !ociremote.IsURL(base) {
+		return "", "", false, nil // openRemote reports an unknown name
+	}
+	if c.NArg() != 2 {
+		return "", "", false, usageError("%s is a registry: give NAME[:TAG] (push: the local version to send; pull: NAME[:TAG|@sha256:DIGEST])", first)
+	}
+	version := c.Args().Get(1)
+	name = version
+	if i := strings.IndexAny(version, ":@"); i >= 0 {
+		name = version[:i]
+	}
+	return strings.TrimSuffix(base, "/") + "/" + version, name, true, nil
+}
+
+// pullOCI is `mstore pull oci://HOST/REPO[:TAG|@sha256:…]`, or a named
+// registry remote's `pull REMOTE NAME[:TAG]` (then as defaults to NAME).
+func pullOCI(c *cli.Context, e *env, st *store.Store, u, as string) error {
+	if as == "" && c.NArg() != 1 {
 		return usageError("pull oci://HOST/REPO[:TAG|@sha256:DIGEST] takes the version in the URL, no other argument")
+	}
+	if c.String("as") != "" {
+		as = c.String("as")
 	}
 	r, err := openOCI(c, u)
 	if err != nil {
 		return err
 	}
-	res, err := ociremote.Pull(c.Context, st, r, transfer.PullOptions{As: c.String("as"), Jobs: c.Int("jobs"),
+	res, err := ociremote.Pull(c.Context, st, r, transfer.PullOptions{As: as, Jobs: c.Int("jobs"),
 		CheckpointBytes: c.Int64("checkpoint-bytes"), Progress: e.progress("pull")})
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ var pullCommand = &cli.Command{
 			if err != nil {
 				return err
 			}
-			return pullOCI(c, e, st, c.Args().First())
+			return pullOCI(c, e, st, c.Args().First(), "")
 		}
 		if err := needArgs(c, 2, "REMOTE NAME[:TAG|@DIGEST]"); err != nil {
 			return err
@@ -44,6 +44,12 @@ var pullCommand = &cli.Command{
 		st, err := e.open(true)
 		if err != nil {
 			return err
+		}
+		if u, name, ok, err := ociTarget(c, st); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			return pullOCI(c, e, st, u, name)
 		}
 		r, name, err := openRemote(c, st, c.Args().Get(0), false)
 		if err != nil {

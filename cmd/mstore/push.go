@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/mstore/mstore/internal/remote/ociremote"
 	"github.com/mstore/mstore/internal/remote/transfer"
 )
 
@@ -19,8 +18,11 @@ var pushCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		if ociremote.IsURL(c.Args().Get(0)) {
-			return pushOCI(c, e, st, c.Args().Get(0))
+		if u, _, ok, err := ociTarget(c, st); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			return pushOCI(c, e, st, u)
 		}
 		r, name, err := openRemote(c, st, c.Args().Get(0), true)
 		if err != nil {

@@ -35,7 +35,7 @@ func AddRemote(st *store.Store, name, u string) error {
 		return err
 	}
 	if Kind(u) == "path" && !strings.HasPrefix(u, "file://") && strings.Contains(u, "://") {
-		return errs.New(errs.SchemaError, "remote", "%q: unknown kind of remote (want a path, file://, http(s):// or s3://)", u)
+		return errs.New(errs.SchemaError, "remote", "%q: unknown kind of remote (want a path, file://, http(s)://, s3:// or oci://)", u)
 	}
 	return st.Update(func(tx *bolt.Tx) error {
 		if old, ok := store.Remotes(tx)[name]; ok {

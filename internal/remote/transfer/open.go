@@ -32,6 +32,8 @@ func Kind(u string) string {
 		return "http"
 	case strings.HasPrefix(u, "s3://"):
 		return "s3"
+	case strings.HasPrefix(u, "oci://"):
+		return "oci" // opened by ociremote, not Open: a registry holds whole files, not blobs
 	}
 	return "path"
 }
@@ -49,7 +51,7 @@ func Open(u string, o OpenOptions) (remote.Remote, error) {
 			}
 			p = pu.Path
 		} else if strings.Contains(u, "://") {
-			return nil, errs.New(errs.SchemaError, "remote", "%q: unknown kind of remote (want a path, file://, http(s):// or s3://)", u)
+			return nil, errs.New(errs.SchemaError, "remote", "%q: unknown kind of remote (want a path, file://, http(s)://, s3:// or oci://)", u)
 		}
 		return pathremote.Open(p, o.Create)
 	}
