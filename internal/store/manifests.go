@@ -86,6 +86,32 @@ func RemoveManifest(tx *bolt.Tx, d objects.Digest) error {
 	return nil
 }
 
+// Version is a stored version as a reader of its blobs needs it: the
+// manifest, its encoding, and the record of every blob it names.
+type Version struct {
+	Manifest *objects.Manifest
+	Encoded  []byte
+	Records  map[objects.Digest]BlobRecord
+}
+
+// ReadVersion reads version d in one transaction. A caller that goes on to
+// read its blobs holds the store lock shared first, so gc waits.
+func (s *Store) ReadVersion(d objects.Digest) (*Version, error) {
+	v := &Version{}
+	err := s.View(func(tx *bolt.Tx) (err error) {
+		if v.Manifest, err = Manifest(tx, d); err != nil {
+			return err
+		}
+		v.Encoded = ManifestBytes(tx, d)
+		v.Records, err = Records(tx, v.Manifest.Blobs())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // ManifestBytes returns a copy of the encoded manifest d, or nil if there is
 // none. It checks nothing: fsck does.
 func ManifestBytes(tx *bolt.Tx, d objects.Digest) []byte {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
 	mlayout "github.com/mstore/mstore/internal/layouts/layout"
@@ -63,19 +62,11 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer lock.Unlock()
-	var m *objects.Manifest
-	var enc []byte
-	var recs map[objects.Digest]store.BlobRecord
-	if err := st.View(func(tx *bolt.Tx) (err error) {
-		if m, err = store.Manifest(tx, d); err != nil {
-			return err
-		}
-		enc = store.ManifestBytes(tx, d)
-		recs, err = store.Records(tx, m.Blobs())
-		return err
-	}); err != nil {
+	v, err := st.ReadVersion(d)
+	if err != nil {
 		return nil, err
 	}
+	m, enc, recs := v.Manifest, v.Encoded, v.Records
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, err
 	}

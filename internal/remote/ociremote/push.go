@@ -10,7 +10,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -58,19 +57,11 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 		return nil, err
 	}
 	defer lock.Unlock()
-	var m *objects.Manifest
-	var enc []byte
-	var recs map[objects.Digest]store.BlobRecord
-	if err := st.View(func(tx *bolt.Tx) (err error) {
-		if m, err = store.Manifest(tx, d); err != nil {
-			return err
-		}
-		enc = store.ManifestBytes(tx, d)
-		recs, err = store.Records(tx, m.Blobs())
-		return err
-	}); err != nil {
+	v, err := st.ReadVersion(d)
+	if err != nil {
 		return nil, err
 	}
+	m, enc, recs := v.Manifest, v.Encoded, v.Records
 	if o.Progress != nil {
 		o.Progress.Start(m.LogicalBytes())
 		defer o.Progress.Finish()

@@ -52,20 +52,11 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 		return nil, err
 	}
 	defer lock.Unlock()
-	var m *objects.Manifest
-	var encoded []byte
-	var recs map[objects.Digest]store.BlobRecord
-	err = st.View(func(tx *bolt.Tx) error {
-		if m, err = store.Manifest(tx, d); err != nil {
-			return err
-		}
-		encoded = store.ManifestBytes(tx, d)
-		recs, err = store.Records(tx, m.Blobs())
-		return err
-	})
+	v, err := st.ReadVersion(d)
 	if err != nil {
 		return nil, err
 	}
+	m, encoded, recs := v.Manifest, v.Encoded, v.Records
 	res := &Result{Name: spec.Name, Tag: spec.Tag, Digest: d, Remote: o.RemoteName}
 	var from objects.Digest
 	if spec.Kind == refs.KindRef {
