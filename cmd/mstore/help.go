@@ -27,8 +27,8 @@ var commandHelp = map[string]struct {
 	versions bool
 }{
 	"init":       {examples: "mstore init ~/models/store\nmstore --store ~/models/store ls", versions: false},
-	"add":        {examples: "mstore add ./Llama-3.2-1B --name llama --tag v1 -m 'from HF'\nmstore add model.gguf --tag q4 --tag latest\nmstore --json add ./bert --name bert"},
-	"checkout":   {examples: "mstore checkout llama:v1 ./out\nmstore checkout llama ./out.gguf --format gguf\nmstore checkout llama ./f16 --dtype f16 --max-shard-size 5GB", versions: true},
+	"add":        {examples: "mstore add ./Llama-3.2-1B --name llama --tag v1 -m 'from HF'\nmstore add model.gguf --tag q4 --tag latest\nmstore add ~/.cache/huggingface/hub          # every repo and revision\nmstore add ~/.ollama/models --only llama3.2:1b\nmstore --json add ./bert --name bert"},
+	"checkout":   {examples: "mstore checkout llama:v1 ./out\nmstore checkout llama ./out.gguf --format gguf\nmstore checkout llama ./f16 --dtype f16 --max-shard-size 5GB\nmstore checkout acme/llm ~/.cache/huggingface/hub --layout hf-cache\nmstore checkout llama ./llama.oci --layout oci", versions: true},
 	"ls":         {examples: "mstore ls\nmstore --json ls\nmstore -q ls        # names only"},
 	"show":       {examples: "mstore show llama\nmstore show llama:v1 --json", versions: true},
 	"log":        {examples: "mstore log llama\nmstore log llama --json"},
