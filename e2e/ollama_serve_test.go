@@ -304,7 +304,9 @@ func TestOllamaServesCheckout(t *testing.T) {
 // from a Modelfile FROM the tiny GGUF, offline) is added by mstore from
 // the models folder, checked out --layout ollama into another, and served
 // from there as ollama served the original: the same files, the same
-// /api/tags size and digest, the same /api/show.
+// /api/tags size and digest, the same /api/show. The same GGUF added as a
+// plain file and checked out in the layout has the details ollama create
+// gives it.
 func TestOllamaCreateAddedBack(t *testing.T) {
 	t.Parallel()
 	ggufPath := filepath.Join(sharedTestdata(t, "gguf"), "llama-2-tiny-random.gguf")
@@ -329,12 +331,22 @@ func TestOllamaCreateAddedBack(t *testing.T) {
 	back := filepath.Join(t.TempDir(), "back")
 	c.ok("checkout", "--layout", "ollama", "acme/made:v1", back)
 	requireSameTree(t, made, back)
+	// The same GGUF added plain and checked out in the layout gets the
+	// details ollama create gives it (family, parameter size, file type).
+	c.add(ggufPath, "--name", "acme/plain", "--tag", "q")
+	c.ok("checkout", "--layout", "ollama", "acme/plain:q", back)
 	s := serveOllama(t, back)
 	if after := requireServed(t, s, back, "acme/made:v1", manifest); after != before {
 		t.Errorf("/api/tags: %+v after the round trip, %+v before", after, before)
 	}
 	if sh := s.show("acme/made:v1"); fmt.Sprint(sh) != fmt.Sprint(shown) {
 		t.Errorf("/api/show after the round trip:\n%+v\nbefore:\n%+v", sh, shown)
+	}
+	if plain := requireServed(t, s, back, "acme/plain:q", "registry.ollama.ai/acme/plain/q"); plain.Details != before.Details {
+		t.Errorf("/api/tags gives the plain GGUF the details %+v, ollama create %+v", plain.Details, before.Details)
+	}
+	if sh := s.show("acme/plain:q"); sh.Details != shown.Details {
+		t.Errorf("/api/show gives the plain GGUF the details %+v, ollama create %+v", sh.Details, shown.Details)
 	}
 }
 
