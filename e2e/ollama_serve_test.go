@@ -65,7 +65,9 @@ func serveOllama(t *testing.T, models string) *ollamaServer {
 	home := t.TempDir()
 	s.env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "OLLAMA_MODELS=" + models,
 		"OLLAMA_HOST=127.0.0.1:0", "OLLAMA_NO_CLOUD=1", "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KEEP_ALIVE=-1",
-		"HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=*", "GIN_MODE=release"}
+		// No network but loopback (which Go never proxies): anything
+		// else goes to a proxy that is not there.
+		"HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1", "GIN_MODE=release"}
 	cmd := exec.Command(s.bin, "serve")
 	cmd.Env = s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its runners stop with it
