@@ -37,12 +37,23 @@ type hubScan struct {
 			}
 		}
 	}
+	Extras   []hubFile
 	Warnings []string
 }
 
+// hubFile is a file of a revision for hf_cache_scan.mjs to resolve beside
+// those scanCacheDir lists, and where it resolved.
+type hubFile struct {
+	Repo     string `json:"repo"`
+	Revision string `json:"revision"`
+	Path     string `json:"path"`
+	Resolved string `json:"resolved,omitempty"`
+}
+
 // scanHub runs @huggingface/hub's scanCacheDir, and its offline
-// downloadFileToCacheDir on every file it lists, over the cache folder hub.
-func scanHub(t *testing.T, hub string) hubScan {
+// downloadFileToCacheDir on every file it lists and on extras, over the
+// cache folder hub.
+func scanHub(t *testing.T, hub string, extras ...hubFile) hubScan {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
@@ -56,7 +67,11 @@ func scanHub(t *testing.T, hub string) hubScan {
 	if err != nil {
 		testenv.Missing(t, "node is not installed: the @huggingface/hub check is skipped")
 	}
-	cmd := exec.Command(node, filepath.Join(root, "e2e", "testdata", "hf_cache_scan.mjs"), pkg, hub)
+	if extras == nil {
+		extras = []hubFile{}
+	}
+	x, _ := json.Marshal(extras)
+	cmd := exec.Command(node, filepath.Join(root, "e2e", "testdata", "hf_cache_scan.mjs"), pkg, hub, string(x))
 	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -94,7 +109,8 @@ func hubBlobName(b []byte, lfs bool) string {
 // with its revision, refs main, each file with its size and a blob named
 // as the hub names it (SHA-256 of the LFS weights, git blob id of the
 // rest) that hashes to its name; downloadFileToCacheDir, with a fetch that
-// fails, resolves every file from the cache alone to the original bytes.
+// fails, resolves every file (one two folders down too) from the cache
+// alone to the original bytes.
 func TestHFCacheInHuggingFaceHub(t *testing.T) {
 	t.Parallel()
 	files := map[string][]byte{
@@ -105,10 +121,19 @@ func TestHFCacheInHuggingFaceHub(t *testing.T) {
 		"README.md":             []byte("# tiny\n"),
 	}
 	lfs := map[string]bool{"model.safetensors": true}
+	// A file in a subfolder, which scanCacheDir does not list (2.17 reads
+	// only a snapshot's top folder) and downloadFileToCacheDir resolves.
+	nested := map[string][]byte{"onnx/extra/notes.txt": []byte("two folders down\n")}
+	all := map[string][]byte{}
+	for _, m := range []map[string][]byte{files, nested} {
+		for p, b := range m {
+			all[p] = b
+		}
+	}
 	src := t.TempDir()
-	writeFiles(t, src, files)
+	writeFiles(t, src, all)
 	srcHub := filepath.Join(t.TempDir(), "hub")
-	hubSnapshot(t, srcHub, "models--acme--llm", rev("hub1"), files)
+	hubSnapshot(t, srcHub, "models--acme--llm", rev("hub1"), all)
 	writeFile(t, filepath.Join(srcHub, "models--acme--llm", "refs", "main"), []byte(rev("hub1")))
 
 	c := newCLI(t)
@@ -121,7 +146,21 @@ func TestHFCacheInHuggingFaceHub(t *testing.T) {
 
 	// A version with no hub revision gets one made of its digest.
 	want := map[string]string{"acme/llm": rev("hub1"), "acme/plain": plain.Digest[:40]}
-	scan := scanHub(t, out)
+	var extras []hubFile
+	for repo, revision := range want {
+		for p := range nested {
+			extras = append(extras, hubFile{Repo: repo, Revision: revision, Path: p})
+		}
+	}
+	scan := scanHub(t, out, extras...)
+	if len(scan.Extras) != len(extras) {
+		t.Fatalf("resolved %d of %d files in subfolders", len(scan.Extras), len(extras))
+	}
+	for _, e := range scan.Extras {
+		if got, err := os.ReadFile(e.Resolved); err != nil || !bytes.Equal(got, nested[e.Path]) {
+			t.Errorf("%s: downloadFileToCacheDir resolves %s offline to %s (%v), not to its bytes", e.Repo, e.Path, e.Resolved, err)
+		}
+	}
 	if len(scan.Repos) != len(want) {
 		t.Fatalf("scanCacheDir finds %d repos in %s, want %d: %+v", len(scan.Repos), out, len(want), scan)
 	}
