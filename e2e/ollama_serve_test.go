@@ -95,7 +95,10 @@ func serveOllama(t *testing.T, models string) *ollamaServer {
 			s.log.WriteString(sc.Text() + "\n")
 			s.mu.Unlock()
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				select { // the first one; reading goes on, or ollama would block
+				case addr <- m[1]:
+				default:
+				}
 			}
 		}
 		close(addr)
