@@ -21,5 +21,8 @@
 // HOST/NAMESPACE/MODEL otherwise, tagged TAG.
 //
 // Checkout of a version added some other way writes its one GGUF file as
-// the model layer with a config, named after its ref (tag latest).
+// the model layer with a config, named after its ref (tag latest); the
+// config has the details `ollama create` records of a GGUF (family,
+// parameter size, file type), which `ollama list` and /api/show print.
+// e2e/ollama_serve_test.go has the real ollama serve what is written.
 package ollama

@@ -238,7 +238,9 @@ func TestWriteRefusesLinkedFolders(t *testing.T) {
 		}
 		dir := filepath.Join(t.TempDir(), "model")
 		os.MkdirAll(dir, 0o755)
-		os.WriteFile(filepath.Join(dir, "model.gguf"), []byte("GGUF"), 0o644)
+		// The smallest whole GGUF (version 3, no tensors, no key/values):
+		// Write reads its header for the config's details.
+		os.WriteFile(filepath.Join(dir, "model.gguf"), append([]byte("GGUF\x03\x00\x00\x00"), make([]byte, 16)...), 0o644)
 		m := layout.Model{Dir: dir, Name: "tiny", Manifest: &objects.Manifest{}}
 		if _, err := Layout.Write(m, out, layout.WriteOptions{}); errs.ClassOf(err) != errs.PathTraversal {
 			t.Errorf("%s a link: %v, want path_traversal", folder, err)

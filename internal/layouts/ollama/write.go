@@ -19,11 +19,12 @@ func sha(int64) hash.Hash { return sha256.New() }
 // config is ollama's ConfigV2, as a models folder needs it for a model
 // that came without one.
 type config struct {
-	ModelFormat string `json:"model_format"`
-	ModelFamily string `json:"model_family"`
-	ModelType   string `json:"model_type"`
-	FileType    string `json:"file_type"`
-	RootFS      struct {
+	ModelFormat   string   `json:"model_format"`
+	ModelFamily   string   `json:"model_family"`
+	ModelFamilies []string `json:"model_families"`
+	ModelType     string   `json:"model_type"`
+	FileType      string   `json:"file_type"`
+	RootFS        struct {
 		Type    string   `json:"type"`
 		DiffIDs []string `json:"diff_ids"`
 	} `json:"rootfs"`
@@ -152,6 +153,9 @@ func plan(m layout.Model) (*manifest, []string, Name, error) {
 		return nil, nil, Name{}, err
 	}
 	var c config
+	if err := details(&c, filepath.Join(m.Dir, filepath.FromSlash(ggufs[0]))); err != nil {
+		return nil, nil, Name{}, err
+	}
 	c.ModelFormat, c.Architecture, c.OS = "gguf", "amd64", "linux"
 	c.RootFS.Type, c.RootFS.DiffIDs = "layers", []string{"sha256:" + sum}
 	cb, _ := json.Marshal(c)
