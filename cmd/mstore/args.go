@@ -126,11 +126,13 @@ func flagTable(flags []cli.Flag) map[string]flagInfo {
 	return t
 }
 
-// once refuses a second occurrence of a flag that takes one value.
+// once refuses a second occurrence of a flag that takes one value. A
+// switch (--json, --force) given twice says the same thing twice, as in
+// git, and is let be.
 func once(t map[string]flagInfo, seen map[string]bool, a string) error {
 	n, _ := flagName(a)
 	info, ok := t[n]
-	if !ok || info.repeatable {
+	if !ok || info.repeatable || !info.takesValue {
 		return nil
 	}
 	if seen[info.name] {
