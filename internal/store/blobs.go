@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 )
 
@@ -79,7 +81,13 @@ type openPack struct {
 	f    WritableFile
 	size int64
 	recs []BlobRecord
+	// buf gathers small blobs into one write: a model of 100,000 tensors
+	// of 512 B is 60 writes, not 100,000.
+	buf []byte
 }
+
+// packBuffer is the size of a pack's write buffer.
+const packBuffer = 1 << 20
 
 // NewBlobWriter starts a batch; blobs in known are not written again.
 func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
@@ -92,6 +100,11 @@ func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
 // Put stores data as blob d unless the store or the batch already has it,
 // and reports whether it wrote it. The caller has computed d from data.
 func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
+	return w.put(d, data, nil, 0)
+}
+
+// put is Put, copying a loose blob from src at off when src is not nil.
+func (w *BlobWriter) put(d objects.Digest, data []byte, src CopySource, off int64) (bool, error) {
 	w.mu.Lock()
 	if w.err != nil {
 		defer w.mu.Unlock()
@@ -111,7 +124,13 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 		return true, nil
 	}
 	w.mu.Unlock()
-	tmp, err := w.s.writeTemp(d.String(), data)
+	var tmp string
+	var err error
+	if src != nil {
+		tmp, err = w.s.copyTemp(d.String(), data, src, off)
+	} else {
+		tmp, err = w.s.writeTemp(d.String(), data)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -121,6 +140,24 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 	w.loose = append(w.loose, looseBlob{rec: BlobRecord{Digest: d, Size: int64(len(data)), Encoding: EncodingRaw}, tmp: tmp})
 	Failpoint(FailBlobTempWritten)
 	return true, nil
+}
+
+// CopySource is a file a blob's bytes can be copied from in the kernel
+// (an *os.File, or a type that embeds one).
+type CopySource interface{ Fd() uintptr }
+
+// PutCopy is Put for data read from src at off: a large blob is copied
+// from src to its file by the kernel (copy_file_range), without a second
+// pass through user space, and the copy is read back and compared with
+// data before it counts, so the blob's file holds exactly the bytes whose
+// digest is d even when src changed after data was read. Where the kernel
+// cannot copy (another file system, an FS that is not the real one) it
+// writes data as Put does.
+func (w *BlobWriter) PutCopy(d objects.Digest, data []byte, src CopySource, off int64) (bool, error) {
+	if len(data) < PackThreshold {
+		return w.Put(d, data)
+	}
+	return w.put(d, data, src, off)
 }
 
 // PutStored stores blob rec.Digest (rec.Size raw bytes) as it is kept on
@@ -160,13 +197,22 @@ func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
 			return fmt.Errorf("store: %w", err)
 		}
 		p.f = f
+		p.buf = make([]byte, 0, packBuffer)
 		w.pack = p
 	}
 	p := w.pack
-	if _, err := p.f.Write(data); err != nil {
-		return fmt.Errorf("store: write pack: %w", err)
+	if len(p.buf)+len(data) > cap(p.buf) {
+		if err := p.flush(); err != nil {
+			return err
+		}
 	}
-	Failpoint(FailBlobTempWritten)
+	if len(data) > cap(p.buf) {
+		if err := p.write(data); err != nil {
+			return err
+		}
+	} else {
+		p.buf = append(p.buf, data...)
+	}
 	rec.Encoding, rec.Pack, rec.Offset = EncodingPacked, p.id, p.size
 	p.recs = append(p.recs, rec)
 	p.size += int64(len(data))
@@ -183,11 +229,34 @@ func (w *BlobWriter) closePack() error {
 	p := w.pack
 	w.pack = nil
 	w.packs = append(w.packs, p)
+	if err := p.flush(); err != nil {
+		p.f.Close()
+		return err
+	}
+	p.buf = nil
 	startWriteback(p.f)
 	if err := p.f.Close(); err != nil {
 		return fmt.Errorf("store: close pack: %w", err)
 	}
 	p.f = nil
+	return nil
+}
+
+// flush writes what buf holds.
+func (p *openPack) flush() error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	err := p.write(p.buf)
+	p.buf = p.buf[:0]
+	return err
+}
+
+func (p *openPack) write(b []byte) error {
+	if _, err := p.f.Write(b); err != nil {
+		return fmt.Errorf("store: write pack: %w", err)
+	}
+	Failpoint(FailBlobTempWritten)
 	return nil
 }
 
@@ -250,6 +319,9 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 func (w *BlobWriter) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.pack != nil {
+		w.pack.buf = nil // removed below: not worth writing
+	}
 	w.closePack()
 	for _, b := range w.loose {
 		w.s.fs.Remove(b.tmp)
@@ -262,22 +334,82 @@ func (w *BlobWriter) Abort() {
 
 // writeTemp writes data to a new file in tmp/ whose name starts with name.
 func (s *Store) writeTemp(name string, data []byte) (string, error) {
+	p, f, err := s.createTemp(name)
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(data)
+	return s.finishTemp(p, f, werr)
+}
+
+// createTemp creates a new file in tmp/ whose name starts with name.
+func (s *Store) createTemp(name string) (string, WritableFile, error) {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	p := filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
 	f, err := s.fs.Create(p)
 	if err != nil {
-		return "", fmt.Errorf("store: %w", err)
+		return "", nil, fmt.Errorf("store: %w", err)
 	}
-	_, werr := f.Write(data)
+	return p, f, nil
+}
+
+// finishTemp closes the temp file p, removing it if werr (its write's
+// error) or the close fails.
+func (s *Store) finishTemp(p string, f WritableFile, werr error) (string, error) {
 	startWriteback(f)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		s.fs.Remove(p)
+		if errs.ClassOf(werr) == errs.IntegrityError {
+			return "", werr
+		}
 		return "", fmt.Errorf("store: write blob: %w", err)
 	}
 	return p, nil
 }
+
+// copyTemp is writeTemp for data read from src at off: the kernel copies
+// the bytes (copyRange), and what it copied is read back and must be data.
+// Where it cannot copy, data is written.
+func (s *Store) copyTemp(name string, data []byte, src CopySource, off int64) (string, error) {
+	p, f, err := s.createTemp(name)
+	if err != nil {
+		return "", err
+	}
+	var werr error
+	copied := false
+	if osf, ok := f.(*os.File); ok {
+		if copied, werr = copyRange(src, off, osf, int64(len(data))); copied {
+			werr = sameBytes(osf, data)
+		}
+	}
+	if !copied && werr == nil {
+		_, werr = f.Write(data)
+	}
+	return s.finishTemp(p, f, werr)
+}
+
+// sameBytes reads f back and returns an integrity_error unless it holds
+// exactly data.
+func sameBytes(f *os.File, data []byte) error {
+	bp := compareBuffers.Get().(*[]byte)
+	defer compareBuffers.Put(bp)
+	buf := *bp
+	for off := 0; off < len(data); {
+		n := min(len(buf), len(data)-off)
+		if _, err := f.ReadAt(buf[:n], int64(off)); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf[:n], data[off:off+n]) {
+			return errs.New(errs.IntegrityError, "store", "the bytes copied into a blob file are not the ones read: the source changed while it was being added; add it again when nothing writes to it")
+		}
+		off += n
+	}
+	return nil
+}
+
+var compareBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // syncAll flushes every dirty page and inode of the store's filesystem.
 func (s *Store) syncAll() error {

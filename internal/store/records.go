@@ -67,9 +67,8 @@ func encodeBlobRecord(r BlobRecord) []byte {
 }
 
 func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
-	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
 	if len(b) < 9 {
-		return BlobRecord{}, bad
+		return BlobRecord{}, badRecord(d)
 	}
 	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
 	var trailer []byte
@@ -81,15 +80,18 @@ func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
 		r.Offset = int64(getU64(b[25:33]))
 		trailer = b[33:]
 	default:
-		return BlobRecord{}, bad
+		return BlobRecord{}, badRecord(d)
 	}
-	if !decodeCoding(&r, trailer) {
-		return BlobRecord{}, bad
-	}
-	if r.Size < 0 || r.Offset < 0 {
-		return BlobRecord{}, bad
+	if !decodeCoding(&r, trailer) || r.Size < 0 || r.Offset < 0 {
+		return BlobRecord{}, badRecord(d)
 	}
 	return r, nil
+}
+
+// badRecord is built only when a record fails: a checkout decodes one
+// record per blob, 100,000 for a model of small tensors.
+func badRecord(d objects.Digest) error {
+	return errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
 }
 
 // RecordBlobs adds records for blobs whose files are durable. A blob already
