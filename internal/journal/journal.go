@@ -98,12 +98,18 @@ var pending = struct {
 
 // Add notes r in tx, a writable transaction, for the store to journal when
 // tx commits.
-func Add(tx *bolt.Tx, r Record) error {
+func Add(tx *bolt.Tx, r Record) error { return AddAll(tx, []Record{r}) }
+
+// AddAll is Add for many records.
+func AddAll(tx *bolt.Tx, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
 	if !tx.Writable() {
 		return fmt.Errorf("journal: a record noted in a read-only transaction")
 	}
 	pending.Lock()
-	pending.m[tx] = append(pending.m[tx], r)
+	pending.m[tx] = append(pending.m[tx], recs...)
 	pending.Unlock()
 	return nil
 }
@@ -174,16 +180,6 @@ func decodeLine(line []byte) (Record, bool) {
 // crash is first ended with a newline, so that it stays one bad line and
 // never swallows the batch written after it.
 func Append(path string, batch uint64, recs []Record) error {
-	out := make([]byte, 0, 128*(len(recs)+2))
-	all := append(append([]Record{{Op: OpBegin}}, recs...), Record{Op: OpEnd})
-	for _, r := range all {
-		r.Batch = batch
-		var err error
-		if out, err = appendLine(out, r); err != nil {
-			return fmt.Errorf("journal: %w", err)
-		}
-	}
-	buf := bytes.NewBuffer(out)
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -191,6 +187,9 @@ func Append(path string, batch uint64, recs []Record) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
+	// Lines go out through a buffer of their own: a batch of 100,000
+	// packed blobs is never all in memory as text.
+	w := bufio.NewWriterSize(f, 1<<20)
 	if info, err := f.Stat(); err == nil && info.Size() > 0 {
 		last := make([]byte, 1)
 		r, rerr := os.Open(path)
@@ -202,10 +201,25 @@ func Append(path string, batch uint64, recs []Record) error {
 			return fmt.Errorf("journal: %w", rerr)
 		}
 		if last[0] != '\n' {
-			buf = bytes.NewBuffer(append([]byte{'\n'}, buf.Bytes()...))
+			w.WriteByte('\n')
 		}
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
+	var line []byte
+	for i := -1; i <= len(recs); i++ {
+		r := Record{Op: OpBegin}
+		switch {
+		case i == len(recs):
+			r.Op = OpEnd
+		case i >= 0:
+			r = recs[i]
+		}
+		r.Batch = batch
+		if line, err = appendLine(line[:0], r); err != nil {
+			return fmt.Errorf("journal: %w", err) // a batch without its end: never read
+		}
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
 		return fmt.Errorf("journal: append: %w", err)
 	}
 	if err := f.Sync(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -312,6 +313,9 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		return nil, err
 	}
 	Failpoint(FailBlobsDurable)
+	// In key order: the index records them without another copy to sort
+	// (sortedRecords).
+	slices.SortFunc(out, compareRecords)
 	return out, nil
 }
 
