@@ -280,7 +280,11 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
-	var out []BlobRecord
+	n := len(w.loose)
+	for _, p := range w.packs {
+		n += len(p.recs)
+	}
+	out := make([]BlobRecord, 0, n)
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {

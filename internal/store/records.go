@@ -102,7 +102,7 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
 	suspect := tx.Bucket(bucketSuspect)
-	var j packJournal
+	j := newPackJournal(recs)
 	c := b.Cursor()
 	var k []byte
 	for i, r := range recs {
@@ -139,6 +139,17 @@ type packJournal struct {
 	recs []journal.Record
 	pack PackID
 	hex  string // pack's, shared by the records of one pack
+}
+
+// newPackJournal has room for the packed blobs of recs.
+func newPackJournal(recs []BlobRecord) *packJournal {
+	n := 0
+	for _, r := range recs {
+		if r.Encoding == EncodingPacked {
+			n++
+		}
+	}
+	return &packJournal{recs: make([]journal.Record, 0, n)}
 }
 
 func (j *packJournal) add(r BlobRecord) {
@@ -262,7 +273,7 @@ func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
 func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
-	var j packJournal
+	j := newPackJournal(recs)
 	for _, r := range recs {
 		o, ok := old[r.Digest]
 		if !ok || o.Size != r.Size {
