@@ -36,8 +36,7 @@ type batch struct {
 
 type batchItem struct {
 	s    *span
-	c    int   // chunk index in s
-	off  int64 // of data in the file
+	c    int // chunk index in s
 	data []byte
 }
 
@@ -70,7 +69,7 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 				if len(it.s.chunks) == 1 {
 					it.s.digest = d
 				}
-				if _, err := putChunk(w, d, it.data, r, it.off); err != nil {
+				if _, err := w.Put(d, it.data); err != nil {
 					failed := err // only a failure is kept: err itself stays off the heap
 					storeErr.Store(&failed)
 				}
@@ -200,7 +199,7 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 			if whole != nil {
 				whole.Write(buf)
 			}
-			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, off: e.Offset + off, data: buf}}})
+			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, data: buf}}})
 			continue
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
@@ -217,13 +216,4 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 		s.digest = whole.Digest()
 	}
 	return nil
-}
-
-// putChunk stores chunk data, read from r at off: copied from the file by
-// the kernel when r is a file (store.PutCopy), else written.
-func putChunk(w *store.BlobWriter, d objects.Digest, data []byte, r io.ReaderAt, off int64) (bool, error) {
-	if src, ok := r.(store.CopySource); ok {
-		return w.PutCopy(d, data, src, off)
-	}
-	return w.Put(d, data)
 }

@@ -197,7 +197,7 @@ func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, prog *counter) e
 	}
 	s.digest = objects.Sum(buf)
 	s.chunks[0] = s.digest
-	if _, err := putChunk(w, s.digest, buf, r, s.off); err != nil {
+	if _, err := w.Put(s.digest, buf); err != nil {
 		return err
 	}
 	prog.add(s.size)

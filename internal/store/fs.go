@@ -33,10 +33,9 @@ type OSFS struct{}
 var _ FS = OSFS{}
 
 // Create implements FS. Files are created read-only: nothing is ever
-// modified in place. The writer's own descriptor can read, so that a blob
-// copied in by the kernel is compared with what was hashed (copyTemp).
+// modified in place.
 func (OSFS) Create(name string) (WritableFile, error) {
-	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 }
 
 // Rename implements FS.

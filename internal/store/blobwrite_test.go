@@ -7,24 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 )
-
-// source writes b to a file and opens it, as an add opens a model file.
-func source(t *testing.T, b []byte) *os.File {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "model.bin")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
 
 func randomBytes(n int, seed uint64) []byte {
 	b := make([]byte, n)
@@ -44,48 +28,31 @@ func tempFiles(t *testing.T, st *Store) []os.DirEntry {
 	return left
 }
 
-// A blob copied by the kernel from its source holds the bytes that were
-// hashed; one whose source no longer holds them (rewritten after the read)
-// is refused with integrity_error and leaves no file; a source shorter than
-// the blob is written from memory instead.
-func TestPutCopy(t *testing.T) {
-	file := randomBytes(3*PackThreshold+77, 1)
-	src := source(t, file)
+// A loose blob's file, its blocks allocated before it is written, holds
+// exactly the blob: no byte more (the allocation is of its size, whatever
+// the page size), none less.
+func TestLooseBlobFiles(t *testing.T) {
 	st := newStore(t)
 	w := st.NewBlobWriter(nil)
-	chunk := file[77 : 77+2*PackThreshold]
-	if wrote, err := w.PutCopy(objects.Sum(chunk), chunk, src, 77); err != nil || !wrote {
-		t.Fatalf("PutCopy = %v, %v", wrote, err)
-	}
-
-	// The bytes read (and hashed) are not what the file holds at off.
-	stale := bytes.Clone(file[:2*PackThreshold])
-	stale[PackThreshold+5] ^= 1
-	_, err := w.PutCopy(objects.Sum(stale), stale, src, 0)
-	if errs.ClassOf(err) != errs.IntegrityError {
-		t.Fatalf("a copy that differs from the bytes read: err = %v, want integrity_error", err)
-	}
-
-	// Past the end of the source: nothing to copy, the bytes are written.
-	tail := randomBytes(PackThreshold+1, 2)
-	if wrote, err := w.PutCopy(objects.Sum(tail), tail, src, int64(len(file))-10); err != nil || !wrote {
-		t.Fatalf("PutCopy past the end = %v, %v", wrote, err)
-	}
-	if n := len(tempFiles(t, st)); n != 2 {
-		t.Fatalf("%d temp files, want the two blobs stored", n)
-	}
-	recs, err := w.Commit()
-	if err != nil || len(recs) != 2 {
-		t.Fatalf("Commit = %v, %v", recs, err)
-	}
-	for _, want := range [][]byte{chunk, tail} {
-		got, err := os.ReadFile(st.BlobPath(objects.Sum(want)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("blob file %s: %d bytes, err %v; want the %d bytes hashed", objects.Sum(want).Short(), len(got), err, len(want))
+	var blobs [][]byte
+	for i, n := range []int{PackThreshold, PackThreshold + 1, objects.ChunkSize - 3, objects.ChunkSize} {
+		b := randomBytes(n, uint64(i))
+		blobs = append(blobs, b)
+		if wrote, err := w.Put(objects.Sum(b), b); err != nil || !wrote {
+			t.Fatalf("Put = %v, %v", wrote, err)
 		}
 	}
-	if _, err := os.Stat(st.BlobPath(objects.Sum(stale))); !os.IsNotExist(err) {
-		t.Fatalf("the refused blob has a file (%v)", err)
+	if n := len(tempFiles(t, st)); n != len(blobs) {
+		t.Fatalf("%d temp files, want %d", n, len(blobs))
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range blobs {
+		got, err := os.ReadFile(st.BlobPath(objects.Sum(want)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("blob file %s: %d bytes, err %v; want its %d bytes", objects.Sum(want).Short(), len(got), err, len(want))
+		}
 	}
 }
 
