@@ -28,9 +28,8 @@ func tempFiles(t *testing.T, st *Store) []os.DirEntry {
 	return left
 }
 
-// A loose blob's file, its blocks allocated before it is written, holds
-// exactly the blob: no byte more (the allocation is of its size, whatever
-// the page size), none less.
+// A loose blob's file holds exactly the blob, at sizes around the pack
+// threshold and the chunk size.
 func TestLooseBlobFiles(t *testing.T) {
 	st := newStore(t)
 	w := st.NewBlobWriter(nil)

@@ -18,11 +18,3 @@ func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
 func startFileWriteback(f *os.File) {
 	unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 }
-
-// preallocate allocates the blocks of the first n bytes of f, a new empty
-// file (fallocate(2)), which the caller then writes whole. A hint: a file
-// system that cannot is written as it is, and a write that fails removes
-// the file.
-func preallocate(f *os.File, n int64) {
-	unix.Fallocate(int(f.Fd()), 0, 0, n)
-}
