@@ -4,37 +4,63 @@
 # into an empty store from `mstore serve` and from versitygw (a bucket),
 # beside cp of the base model's files:
 #
-#   bench/remote.sh FAMILY_DIR WORK_DIR
+#   bench/remote.sh [-b NAME=MSTORE_BINARY]... FAMILY_DIR WORK_DIR
 #
-# It prints, per variant, the bytes add stored and the bytes each pull
-# moved (they must agree), seconds, MB/s and peak memory (GNU time).
-# versitygw is taken from the cache folder .ci/run builds it into.
+# With no -b, mstore is built from this checkout. Several -b pull with each
+# build in turn, variant by variant (the store, serve and the bucket are the
+# first build's), with a `cp -r base && sync` before each round of base
+# pulls. It prints, per variant, the bytes add stored and the bytes each
+# pull moved (they must agree), seconds (wall, and CPU as user+sys), MB/s
+# and peak memory (GNU time). versitygw is taken from the cache folder
+# .ci/run builds it into.
 set -euo pipefail
-fam=$1 work=$2
 repo=$(cd "$(dirname "$0")/.." && pwd)
+declare -a names=() bins=()
+while getopts "b:" o; do
+  case $o in
+    b) names+=("${OPTARG%%=*}"); bins+=("${OPTARG#*=}") ;;
+    *) echo "usage: $0 [-b NAME=BINARY]... FAMILY_DIR WORK_DIR" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# = 2 ] || { echo "usage: $0 [-b NAME=BINARY]... FAMILY_DIR WORK_DIR" >&2; exit 2; }
+fam=$1 work=$2
 gw=${MSTORE_VERSITYGW:-${XDG_CACHE_HOME:-$HOME/.cache}/mstore-ci/versitygw-v1.8.0/versitygw}
 rm -rf "$work" && mkdir -p "$work"
-m=$work/mstore
-(cd "$repo" && go build -o "$m" ./cmd/mstore)
+if [ ${#bins[@]} = 0 ]; then
+  (cd "$repo" && go build -o "$work/mstore" ./cmd/mstore)
+  names=(mstore); bins=("$work/mstore")
+fi
+m=${bins[0]}
 variants="base $(cd "$fam" && ls -d */ | tr -d / | grep -vx base | tr '\n' ' ')" # base first
 field() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 for v in $variants; do
   echo "add $v: new_bytes=$("$m" --store "$work/src" --json add "$fam/$v" --name "$v" | field new_bytes)"
 done
 sync
-/usr/bin/time -f "cp -r base && sync: %e s" bash -c "cp -r '$fam/base' '$work/cp' && sync"
 
-pull() { # LABEL URL STORE
+cpbase() {
+  rm -rf "$work/cp"
+  /usr/bin/time -o "$work/time" -f "%e %U %S" bash -c "cp -r '$fam/base' '$work/cp' && sync"
+  read -r secs user sys < "$work/time"
+  echo "cp -r base && sync: $secs s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN{print u+s}') s CPU"
+}
+
+pull() { # LABEL URL STORE_PREFIX
   for v in $variants; do
-    /usr/bin/time -o "$work/time" -f "%e %M" "$m" --store "$3" --json pull "$2" "$v" > "$work/pull.json"
-    read -r secs rss < "$work/time"
-    /usr/bin/python3 - "$1" "$v" "$secs" "$rss" "$work/pull.json" <<'PY'
+    [ "$v" = base ] && cpbase
+    for i in "${!bins[@]}"; do
+      sync
+      /usr/bin/time -o "$work/time" -f "%e %M %U %S" "${bins[$i]}" --store "$3-${names[$i]}" --json pull "$2" "$v" > "$work/pull.json"
+      read -r secs rss user sys < "$work/time"
+      /usr/bin/python3 - "$1 ${names[$i]}" "$v" "$secs" "$rss" "$user" "$sys" "$work/pull.json" <<'PY'
 import json, sys
-label, v, secs, rss, path = sys.argv[1:]
+label, v, secs, rss, user, sys_, path = sys.argv[1:]
 d = json.load(open(path))
 print(f"{label} pull {v}: bytes_moved={d['bytes_moved']} blobs_moved={d['blobs_moved']} present={d['blobs_present']} "
-      f"{float(secs):.2f} s wall, {d['bytes_moved']/1e6/max(float(secs),1e-3):.0f} MB/s, peak {int(rss)//1024} MB")
+      f"{float(secs):.2f} s wall, {float(user)+float(sys_):.2f} s CPU, {d['bytes_moved']/1e6/max(float(secs),1e-3):.0f} MB/s, peak {int(rss)//1024} MB")
 PY
+    done
   done
 }
 

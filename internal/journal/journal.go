@@ -24,9 +24,9 @@
 // batch and count it as Damaged: what it recorded is lost, and the rebuild
 // says so.
 //
-// Changes are collected during a transaction in a bucket of that same
-// transaction (Add), which the store drains (Drain) just before it commits:
-// refs and store record what they change without knowing about the file.
+// Changes are collected in memory during a transaction (Add), and the store
+// drains them (Drain) just before it commits: refs and store record what
+// they change without knowing about the file.
 package journal
 
 import (
@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -86,73 +87,72 @@ type Record struct {
 	Base objects.Digest `json:"base,omitzero"`
 }
 
-// bucketPending holds the records of the transaction in flight. It never
-// outlives the transaction: Drain deletes it before the commit.
-var bucketPending = []byte("journal_pending")
+// pending holds the records of each writable transaction in flight, in
+// memory: a transaction that records 100,000 packed blobs costs a slice,
+// not 100,000 bucket puts and JSON round trips. The store drains them just
+// before the commit (Drain) and discards them when the transaction fails
+// (Discard); a key keeps its *bolt.Tx alive, so a leaked entry can never be
+// taken for a later transaction's.
+var pending = struct {
+	sync.Mutex
+	m map[*bolt.Tx][]Record
+}{m: map[*bolt.Tx][]Record{}}
 
 // Add notes r in tx, a writable transaction, for the store to journal when
 // tx commits.
-func Add(tx *bolt.Tx, r Record) error {
-	b, err := tx.CreateBucketIfNotExists(bucketPending)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	seq, err := b.NextSequence()
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	return b.Put(binaryKey(seq), v)
-}
+func Add(tx *bolt.Tx, r Record) error { return AddAll(tx, []Record{r}) }
 
-func binaryKey(seq uint64) []byte {
-	var k [8]byte
-	for i := range k {
-		k[i] = byte(seq >> (56 - 8*i))
-	}
-	return k[:]
-}
-
-// Drain returns the records Add noted in tx, in order, and removes them from
-// tx.
-func Drain(tx *bolt.Tx) ([]Record, error) {
-	b := tx.Bucket(bucketPending)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Record
-	err := b.ForEach(func(_, v []byte) error {
-		var r Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		out = append(out, r)
+// AddAll is Add for many records.
+func AddAll(tx *bolt.Tx, recs []Record) error {
+	if len(recs) == 0 {
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("journal: pending records: %w", err)
 	}
-	if err := tx.DeleteBucket(bucketPending); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+	if !tx.Writable() {
+		return fmt.Errorf("journal: a record noted in a read-only transaction")
 	}
+	pending.Lock()
+	pending.m[tx] = append(pending.m[tx], recs...)
+	pending.Unlock()
+	return nil
+}
+
+// Drain returns the records Add noted in tx, in order, and forgets them.
+func Drain(tx *bolt.Tx) ([]Record, error) {
+	pending.Lock()
+	defer pending.Unlock()
+	out := pending.m[tx]
+	delete(pending.m, tx)
 	return out, nil
+}
+
+// Discard forgets what Add noted in tx (a transaction that rolls back).
+func Discard(tx *bolt.Tx) {
+	pending.Lock()
+	delete(pending.m, tx)
+	pending.Unlock()
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeLine is one record as a journal line.
 func encodeLine(r Record) ([]byte, error) {
-	v, err := json.Marshal(r)
+	return appendLine(nil, r)
+}
+
+// appendLine appends r's journal line to dst.
+func appendLine(dst []byte, r Record) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, "00000000 "...)
+	dst, err := appendRecord(dst, r)
 	if err != nil {
 		return nil, err
 	}
-	line := make([]byte, 0, len(v)+10)
-	line = fmt.Appendf(line, "%08x ", crc32.Checksum(v, castagnoli))
-	line = append(line, v...)
-	return append(line, '\n'), nil
+	var sum [4]byte
+	v := dst[start+9:]
+	c := crc32.Checksum(v, castagnoli)
+	sum[0], sum[1], sum[2], sum[3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+	hex.Encode(dst[start:start+8], sum[:])
+	return append(dst, '\n'), nil
 }
 
 // decodeLine parses one line without its newline; ok is false for a line
@@ -182,16 +182,6 @@ func decodeLine(line []byte) (Record, bool) {
 // crash is first ended with a newline, so that it stays one bad line and
 // never swallows the batch written after it.
 func Append(path string, batch uint64, recs []Record) error {
-	var buf bytes.Buffer
-	all := append(append([]Record{{Op: OpBegin}}, recs...), Record{Op: OpEnd})
-	for _, r := range all {
-		r.Batch = batch
-		line, err := encodeLine(r)
-		if err != nil {
-			return fmt.Errorf("journal: %w", err)
-		}
-		buf.Write(line)
-	}
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -199,6 +189,9 @@ func Append(path string, batch uint64, recs []Record) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
+	// Lines go out through a buffer of their own: a batch of 100,000
+	// packed blobs is never all in memory as text.
+	w := bufio.NewWriterSize(f, 1<<20)
 	if info, err := f.Stat(); err == nil && info.Size() > 0 {
 		last := make([]byte, 1)
 		r, rerr := os.Open(path)
@@ -210,10 +203,25 @@ func Append(path string, batch uint64, recs []Record) error {
 			return fmt.Errorf("journal: %w", rerr)
 		}
 		if last[0] != '\n' {
-			buf = *bytes.NewBuffer(append([]byte{'\n'}, buf.Bytes()...))
+			w.WriteByte('\n')
 		}
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
+	var line []byte
+	for i := -1; i <= len(recs); i++ {
+		r := Record{Op: OpBegin}
+		switch {
+		case i == len(recs):
+			r.Op = OpEnd
+		case i >= 0:
+			r = recs[i]
+		}
+		r.Batch = batch
+		if line, err = appendLine(line[:0], r); err != nil {
+			return fmt.Errorf("journal: %w", err) // a batch without its end: never read
+		}
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
 		return fmt.Errorf("journal: append: %w", err)
 	}
 	if err := f.Sync(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -79,7 +80,13 @@ type openPack struct {
 	f    WritableFile
 	size int64
 	recs []BlobRecord
+	// buf gathers small blobs into one write: a model of 100,000 tensors
+	// of 512 B is 60 writes, not 100,000.
+	buf []byte
 }
+
+// packBuffer is the size of a pack's write buffer.
+const packBuffer = 1 << 20
 
 // NewBlobWriter starts a batch; blobs in known are not written again.
 func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
@@ -160,13 +167,22 @@ func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
 			return fmt.Errorf("store: %w", err)
 		}
 		p.f = f
+		p.buf = make([]byte, 0, packBuffer)
 		w.pack = p
 	}
 	p := w.pack
-	if _, err := p.f.Write(data); err != nil {
-		return fmt.Errorf("store: write pack: %w", err)
+	if len(p.buf)+len(data) > cap(p.buf) {
+		if err := p.flush(); err != nil {
+			return err
+		}
 	}
-	Failpoint(FailBlobTempWritten)
+	if len(data) > cap(p.buf) {
+		if err := p.write(data); err != nil {
+			return err
+		}
+	} else {
+		p.buf = append(p.buf, data...)
+	}
 	rec.Encoding, rec.Pack, rec.Offset = EncodingPacked, p.id, p.size
 	p.recs = append(p.recs, rec)
 	p.size += int64(len(data))
@@ -183,11 +199,34 @@ func (w *BlobWriter) closePack() error {
 	p := w.pack
 	w.pack = nil
 	w.packs = append(w.packs, p)
+	if err := p.flush(); err != nil {
+		p.f.Close()
+		return err
+	}
+	p.buf = nil
 	startWriteback(p.f)
 	if err := p.f.Close(); err != nil {
 		return fmt.Errorf("store: close pack: %w", err)
 	}
 	p.f = nil
+	return nil
+}
+
+// flush writes what buf holds.
+func (p *openPack) flush() error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	err := p.write(p.buf)
+	p.buf = p.buf[:0]
+	return err
+}
+
+func (p *openPack) write(b []byte) error {
+	if _, err := p.f.Write(b); err != nil {
+		return fmt.Errorf("store: write pack: %w", err)
+	}
+	Failpoint(FailBlobTempWritten)
 	return nil
 }
 
@@ -210,7 +249,11 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
-	var out []BlobRecord
+	n := len(w.loose)
+	for _, p := range w.packs {
+		n += len(p.recs)
+	}
+	out := make([]BlobRecord, 0, n)
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {
@@ -243,6 +286,9 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		return nil, err
 	}
 	Failpoint(FailBlobsDurable)
+	// In key order: the index records them without another copy to sort
+	// (sortedRecords).
+	slices.SortFunc(out, compareRecords)
 	return out, nil
 }
 
@@ -250,6 +296,9 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 func (w *BlobWriter) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.pack != nil {
+		w.pack.buf = nil // removed below: not worth writing
+	}
 	w.closePack()
 	for _, b := range w.loose {
 		w.s.fs.Remove(b.tmp)
@@ -261,15 +310,35 @@ func (w *BlobWriter) Abort() {
 }
 
 // writeTemp writes data to a new file in tmp/ whose name starts with name.
+// (Measured and not kept, for an add of 1 GB on ext4: copying a chunk from
+// the model file with copy_file_range saved no CPU once the copy is read
+// back and compared with the bytes hashed, and fallocate before the write
+// cost a third more system time, the unwritten extents being converted at
+// writeback.)
 func (s *Store) writeTemp(name string, data []byte) (string, error) {
+	p, f, err := s.createTemp(name)
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(data)
+	return s.finishTemp(p, f, werr)
+}
+
+// createTemp creates a new file in tmp/ whose name starts with name.
+func (s *Store) createTemp(name string) (string, WritableFile, error) {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	p := filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
 	f, err := s.fs.Create(p)
 	if err != nil {
-		return "", fmt.Errorf("store: %w", err)
+		return "", nil, fmt.Errorf("store: %w", err)
 	}
-	_, werr := f.Write(data)
+	return p, f, nil
+}
+
+// finishTemp closes the temp file p, removing it if werr (its write's
+// error) or the close fails.
+func (s *Store) finishTemp(p string, f WritableFile, werr error) (string, error) {
 	startWriteback(f)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {

@@ -43,15 +43,11 @@ func (s *Store) PutCheckoutRecord(name string, data []byte) error {
 	if err := s.fs.MkdirAll(dir); err != nil {
 		return fmt.Errorf("store: checkout record: %w", err)
 	}
-	tmp, err := s.writeTemp("checkout-"+name, data)
+	tmp, err := s.writeSyncedTemp("checkout-"+name, data)
 	if err != nil {
 		return err
 	}
 	Failpoint(FailCheckoutRecordTemp)
-	if err := s.syncAll(); err != nil {
-		s.fs.Remove(tmp)
-		return err
-	}
 	if err := s.fs.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		s.fs.Remove(tmp)
 		return fmt.Errorf("store: checkout record: %w", err)
@@ -106,4 +102,29 @@ func (s *Store) RemoveCheckoutRecord(name string) error {
 		return fmt.Errorf("store: checkout record: %w", err)
 	}
 	return nil
+}
+
+// writeSyncedTemp is writeTemp for one small file that must be durable
+// before it is renamed: an fsync of that file, not a syncfs of the whole
+// file system (a checkout has just synced the one it wrote to; a second
+// syncfs waited again for every other writer's pages). A file of an FS
+// that cannot fsync one file is made durable by a syncfs.
+func (s *Store) writeSyncedTemp(name string, data []byte) (string, error) {
+	p, f, err := s.createTemp(name)
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(data)
+	synced := false
+	if sf, ok := f.(interface{ Sync() error }); ok && werr == nil {
+		werr, synced = sf.Sync(), true
+	}
+	if p, err = s.finishTemp(p, f, werr); err != nil || synced {
+		return p, err
+	}
+	if err := s.syncAll(); err != nil {
+		s.fs.Remove(p)
+		return "", err
+	}
+	return p, nil
 }

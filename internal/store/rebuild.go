@@ -106,6 +106,7 @@ func RebuildIndex(ctx context.Context, dir string, opts Options, workers int) (*
 		return nil, fmt.Errorf("store: rebuild: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		defer journal.Discard(tx) // the replay journals nothing (its records are in the journal)
 		if err := layout(tx); err != nil {
 			return err
 		}

@@ -67,9 +67,8 @@ func encodeBlobRecord(r BlobRecord) []byte {
 }
 
 func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
-	bad := errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
 	if len(b) < 9 {
-		return BlobRecord{}, bad
+		return BlobRecord{}, badRecord(d)
 	}
 	r := BlobRecord{Digest: d, Encoding: Encoding(b[0]), Size: int64(getU64(b[1:9]))}
 	var trailer []byte
@@ -81,15 +80,18 @@ func decodeBlobRecord(d objects.Digest, b []byte) (BlobRecord, error) {
 		r.Offset = int64(getU64(b[25:33]))
 		trailer = b[33:]
 	default:
-		return BlobRecord{}, bad
+		return BlobRecord{}, badRecord(d)
 	}
-	if !decodeCoding(&r, trailer) {
-		return BlobRecord{}, bad
-	}
-	if r.Size < 0 || r.Offset < 0 {
-		return BlobRecord{}, bad
+	if !decodeCoding(&r, trailer) || r.Size < 0 || r.Offset < 0 {
+		return BlobRecord{}, badRecord(d)
 	}
 	return r, nil
+}
+
+// badRecord is built only when a record fails: a checkout decodes one
+// record per blob, 100,000 for a model of small tensors.
+func badRecord(d objects.Digest) error {
+	return errs.New(errs.IntegrityError, "store", "blob %s: unreadable index record", d.Short())
 }
 
 // RecordBlobs adds records for blobs whose files are durable. A blob already
@@ -100,9 +102,20 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
 	suspect := tx.Bucket(bucketSuspect)
-	for _, r := range recs {
+	j := newPackJournal(recs)
+	c := b.Cursor()
+	var k []byte
+	for i, r := range recs {
+		if i > 0 && r.Digest == recs[i-1].Digest {
+			continue // recorded just now
+		}
 		marked := suspect != nil && suspect.Get(r.Digest[:]) != nil
-		if b.Get(r.Digest[:]) != nil && !marked {
+		// recs are in key order: one cursor walks the index with them
+		// (bbolt's Put moves no cursor of ours).
+		if i == 0 || k != nil && bytes.Compare(k, r.Digest[:]) < 0 {
+			k, _ = c.Seek(r.Digest[:])
+		}
+		if bytes.Equal(k, r.Digest[:]) && !marked {
 			continue
 		}
 		if marked {
@@ -113,26 +126,45 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
 			return fmt.Errorf("store: record blob: %w", err)
 		}
-		if err := journalPacked(tx, r); err != nil {
-			return err
-		}
+		j.add(r)
 	}
-	return nil
+	return journal.AddAll(tx, j.recs)
 }
 
-// journalPacked journals where a packed blob lies: a pack file has no table
-// of its own, and `fsck --rebuild-index` needs one. A loose blob file is
-// named by its digest and needs nothing.
-func journalPacked(tx *bolt.Tx, r BlobRecord) error {
-	if r.Encoding != EncodingPacked {
-		return nil
+// packJournal gathers the journal records of packed blobs: where each
+// lies, since a pack file has no table of its own and `fsck
+// --rebuild-index` needs one. A loose blob file is named by its digest and
+// needs nothing.
+type packJournal struct {
+	recs []journal.Record
+	pack PackID
+	hex  string // pack's, shared by the records of one pack
+}
+
+// newPackJournal has room for the packed blobs of recs.
+func newPackJournal(recs []BlobRecord) *packJournal {
+	n := 0
+	for _, r := range recs {
+		if r.Encoding == EncodingPacked {
+			n++
+		}
 	}
-	rec := journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset, Size: r.StoredSize()}
+	return &packJournal{recs: make([]journal.Record, 0, n)}
+}
+
+func (j *packJournal) add(r BlobRecord) {
+	if r.Encoding != EncodingPacked {
+		return
+	}
+	if j.hex == "" || r.Pack != j.pack {
+		j.pack, j.hex = r.Pack, r.Pack.String()
+	}
+	rec := journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: j.hex, Offset: r.Offset, Size: r.StoredSize()}
 	if r.Coded() {
 		// The rebuild decodes it (with its base, for a delta) to check it.
 		rec.Enc, rec.Raw, rec.Base = r.Coding.String(), r.Size, r.Base
 	}
-	return journal.Add(tx, rec)
+	j.recs = append(j.recs, rec)
 }
 
 // MarkSuspect replaces the set of blobs fsck found missing or corrupt by
@@ -241,6 +273,7 @@ func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
 func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
+	j := newPackJournal(recs)
 	for _, r := range recs {
 		o, ok := old[r.Digest]
 		if !ok || o.Size != r.Size {
@@ -252,11 +285,9 @@ func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []B
 		if err := b.Put(r.Digest[:], encodeBlobRecord(r)); err != nil {
 			return fmt.Errorf("store: replace blob record: %w", err)
 		}
-		if err := journalPacked(tx, r); err != nil {
-			return err
-		}
+		j.add(r)
 	}
-	return nil
+	return journal.AddAll(tx, j.recs)
 }
 
 func sameRecord(b *bolt.Bucket, r BlobRecord) error {
@@ -268,8 +299,14 @@ func sameRecord(b *bolt.Bucket, r BlobRecord) error {
 
 // sortedRecords returns recs in digest order: bbolt inserts into a node by
 // shifting it until the commit splits it, so keys in order are cheap.
+// Records already in order (BlobWriter.Commit's) are not copied.
 func sortedRecords(recs []BlobRecord) []BlobRecord {
+	if slices.IsSortedFunc(recs, compareRecords) {
+		return recs
+	}
 	recs = slices.Clone(recs)
-	slices.SortFunc(recs, func(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) })
+	slices.SortFunc(recs, compareRecords)
 	return recs
 }
+
+func compareRecords(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) }

@@ -236,6 +236,7 @@ func (s *Store) Update(fn func(tx *bolt.Tx) error) error {
 	}
 	err = guarded(func() error {
 		return db.Update(func(tx *bolt.Tx) error {
+			defer journal.Discard(tx) // what a failed fn noted is not journaled later
 			if err := fn(tx); err != nil {
 				return err
 			}

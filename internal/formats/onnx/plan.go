@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -191,7 +192,10 @@ type plannedData struct {
 	extents []formats.Extent
 }
 
-var zeroPad = make([]byte, MaxAlignment)
+// zeroPad is the zeros that padding frames point into. It is made on first
+// use: as a package variable it was 16 MB of live heap in every command,
+// which raised every garbage collector goal by as much.
+var zeroPad = sync.OnceValue(func() []byte { return make([]byte, MaxAlignment) })
 
 // place appends tensor i of size bytes, aligned as opts say, and returns
 // its offset.
@@ -204,7 +208,7 @@ func (d *plannedData) place(i int, size int64, opts PlanOptions) int64 {
 		}
 	}
 	if pad := (align - d.size%align) % align; pad > 0 {
-		d.extents = append(d.extents, formats.Extent{Kind: formats.Frame, Offset: d.size, Size: pad, Bytes: zeroPad[:pad]})
+		d.extents = append(d.extents, formats.Extent{Kind: formats.Frame, Offset: d.size, Size: pad, Bytes: zeroPad()[:pad]})
 		d.size += pad
 	}
 	off := d.size

@@ -97,7 +97,12 @@ func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget)
 	if c := r.peek(); c != '{' {
 		return nil, r.fail(errs.SchemaError, "header is not a JSON object")
 	}
-	seen := map[string]bool{}
+	// Sized from the header's length (an entry takes 60 bytes or more):
+	// a header of 100,000 tensors grows nothing by doubling.
+	guess := len(hdr) / 128
+	seen := make(map[string]bool, guess)
+	h.tensors = make([]entry, 0, guess)
+	er := &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)}
 	err = r.object(func(key string, keyAt int64) error {
 		if seen[key] {
 			return errs.At(errs.SchemaError, pkg, path, keyAt, "duplicate key %q", key)
@@ -108,7 +113,7 @@ func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget)
 			h.meta = meta
 			return err
 		}
-		e, err := readEntry(r, key, keyAt, dataLen)
+		e, err := er.read(key, keyAt)
 		h.tensors = append(h.tensors, e)
 		if err != nil {
 			return err
@@ -156,57 +161,36 @@ func readMetadata(r *jsonReader, budget *formats.Budget) (map[string]string, err
 	return meta, err
 }
 
-// readEntry reads one tensor's {"dtype", "shape", "data_offsets"} and checks
+// entryReader reads tensor entries. Its methods are the callbacks of the
+// JSON reader, made once per header rather than as closures per entry,
+// and the shapes of all entries share one backing array: a header of
+// 100,000 tensors costs a few allocations beside their names.
+type entryReader struct {
+	r       *jsonReader
+	dataLen int64
+	shapes  []int64
+
+	e    entry
+	have int
+	offs [3]uint64
+	nOff int
+}
+
+const hasDType, hasShape, hasOffsets = 1, 2, 4
+
+// read reads one tensor's {"dtype", "shape", "data_offsets"} and checks
 // it against itself and the data section.
-func readEntry(r *jsonReader, name string, at int64, dataLen int64) (entry, error) {
-	e := entry{name: name, at: at}
+func (er *entryReader) read(name string, at int64) (entry, error) {
+	r := er.r
+	er.e, er.have = entry{name: name, at: at}, 0
 	if r.peek() != '{' {
-		return e, r.fail(errs.SchemaError, "tensor %q: entry must be an object", name)
+		return er.e, r.fail(errs.SchemaError, "tensor %q: entry must be an object", name)
 	}
-	const hasDType, hasShape, hasOffsets = 1, 2, 4
-	var have int
-	err := r.object(func(key string, keyAt int64) error {
-		var flag int
-		switch key {
-		case "dtype":
-			flag = hasDType
-		case "shape":
-			flag = hasShape
-		case "data_offsets":
-			flag = hasOffsets
-		default:
-			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: unknown key %q", name, key)
-		}
-		if have&flag != 0 {
-			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: duplicate key %q", name, key)
-		}
-		have |= flag
-		switch flag {
-		case hasDType:
-			if r.peek() != '"' {
-				return r.fail(errs.SchemaError, "tensor %q: dtype must be a string", name)
-			}
-			var err error
-			e.dtype, err = r.str()
-			return err
-		case hasShape:
-			e.shape = []int64{} // a scalar's shape is [], never nil
-			return r.array(func() error {
-				d, err := r.uint("shape dimension")
-				if err == nil && d > math.MaxInt64 {
-					err = r.fail(errs.SchemaError, "tensor %q: shape dimension %d is out of range", name, d)
-				}
-				e.shape = append(e.shape, int64(d))
-				return err
-			})
-		default:
-			return readOffsets(r, &e, dataLen)
-		}
-	})
-	if err != nil {
-		return e, err
+	if err := r.object(er.member); err != nil {
+		return er.e, err
 	}
-	if have != hasDType|hasShape|hasOffsets {
+	e := er.e
+	if er.have != hasDType|hasShape|hasOffsets {
 		return e, errs.At(errs.SchemaError, pkg, r.path, at, "tensor %q: entry lacks dtype, shape or data_offsets", name)
 	}
 	size, err := TensorSize(e.dtype, e.shape)
@@ -220,24 +204,81 @@ func readEntry(r *jsonReader, name string, at int64, dataLen int64) (entry, erro
 	return e, nil
 }
 
+// member reads one key of an entry.
+func (er *entryReader) member(key string, keyAt int64) error {
+	r, name := er.r, er.e.name
+	var flag int
+	switch key {
+	case "dtype":
+		flag = hasDType
+	case "shape":
+		flag = hasShape
+	case "data_offsets":
+		flag = hasOffsets
+	default:
+		return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: unknown key %q", name, key)
+	}
+	if er.have&flag != 0 {
+		return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: duplicate key %q", name, key)
+	}
+	er.have |= flag
+	switch flag {
+	case hasDType:
+		if r.peek() != '"' {
+			return r.fail(errs.SchemaError, "tensor %q: dtype must be a string", name)
+		}
+		var err error
+		er.e.dtype, err = r.str()
+		return err
+	case hasShape:
+		start := len(er.shapes)
+		err := r.array(er.dim)
+		// Full slice expression: a later append to shapes never writes
+		// into this entry's shape. A scalar's shape is [], never nil
+		// (shapes is made non-nil).
+		er.e.shape = er.shapes[start:len(er.shapes):len(er.shapes)]
+		return err
+	default:
+		return er.readOffsets()
+	}
+}
+
+// dim reads one shape dimension.
+func (er *entryReader) dim() error {
+	d, err := er.r.uint("shape dimension")
+	if err == nil && d > math.MaxInt64 {
+		err = er.r.fail(errs.SchemaError, "tensor %q: shape dimension %d is out of range", er.e.name, d)
+	}
+	er.shapes = append(er.shapes, int64(d))
+	return err
+}
+
+// offset reads one of data_offsets.
+func (er *entryReader) offset() error {
+	v, err := er.r.uint("data offset")
+	if er.nOff == len(er.offs) {
+		return er.r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
+	}
+	er.offs[er.nOff] = v
+	er.nOff++
+	if er.nOff > 2 {
+		return er.r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
+	}
+	return err
+}
+
 // readOffsets reads data_offsets [begin, end], which must lie in the data
 // section: a range past its end is a broken (often truncated) file.
-func readOffsets(r *jsonReader, e *entry, dataLen int64) error {
-	var offs []uint64
-	err := r.array(func() error {
-		v, err := r.uint("data offset")
-		offs = append(offs, v)
-		if len(offs) > 2 {
-			return r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
-		}
-		return err
-	})
-	if err != nil {
+func (er *entryReader) readOffsets() error {
+	r, e, dataLen := er.r, &er.e, er.dataLen
+	er.nOff = 0
+	if err := r.array(er.offset); err != nil {
 		return err
 	}
-	if len(offs) != 2 {
+	if er.nOff != 2 {
 		return r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
 	}
+	offs := er.offs
 	if offs[0] > offs[1] {
 		return r.fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] end before they begin", e.name, offs[0], offs[1])
 	}

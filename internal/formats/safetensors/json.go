@@ -187,7 +187,7 @@ func (r *jsonReader) str() (string, error) {
 	for r.pos < len(r.b) {
 		c := r.b[r.pos]
 		if c == '"' {
-			s := string(r.b[start:r.pos])
+			s := interned(r.b[start:r.pos])
 			r.pos++
 			return s, nil
 		}
@@ -395,4 +395,37 @@ func (r *jsonReader) literal(word string) bool {
 		return true
 	}
 	return false
+}
+
+// interned returns b as a string, without allocating for the keys every
+// tensor entry repeats and the dtypes (the switch on string(b) does not
+// copy b).
+func interned(b []byte) string {
+	switch string(b) {
+	case "dtype":
+		return "dtype"
+	case "shape":
+		return "shape"
+	case "data_offsets":
+		return "data_offsets"
+	case "F32":
+		return "F32"
+	case "F16":
+		return "F16"
+	case "BF16":
+		return "BF16"
+	case "F64":
+		return "F64"
+	case "I64":
+		return "I64"
+	case "I32":
+		return "I32"
+	case "I8":
+		return "I8"
+	case "U8":
+		return "U8"
+	case "BOOL":
+		return "BOOL"
+	}
+	return string(b)
 }

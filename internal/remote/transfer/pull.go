@@ -318,7 +318,7 @@ func commitPulled(st *store.Store, d objects.Digest, encoded []byte, m *objects.
 		if err := store.RecordBlobs(tx, written); err != nil {
 			return err
 		}
-		if _, err := store.Records(tx, m.Blobs()); err != nil {
+		if err := store.RequireRecorded(tx, m.Blobs()); err != nil { // one cursor walk, as add's
 			return errs.Wrap(errs.IntegrityError, "pull", err, "a blob this version needs left the store during the pull; pull again")
 		}
 		if err := store.PutManifest(tx, d, encoded); err != nil {

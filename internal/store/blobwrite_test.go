@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mstore/mstore/internal/objects"
+)
+
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func tempFiles(t *testing.T, st *Store) []os.DirEntry {
+	t.Helper()
+	left, err := os.ReadDir(filepath.Join(st.Dir(), tmpDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+// A loose blob's file holds exactly the blob, at sizes around the pack
+// threshold and the chunk size.
+func TestLooseBlobFiles(t *testing.T) {
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	var blobs [][]byte
+	for i, n := range []int{PackThreshold, PackThreshold + 1, objects.ChunkSize - 3, objects.ChunkSize} {
+		b := randomBytes(n, uint64(i))
+		blobs = append(blobs, b)
+		if wrote, err := w.Put(objects.Sum(b), b); err != nil || !wrote {
+			t.Fatalf("Put = %v, %v", wrote, err)
+		}
+	}
+	if n := len(tempFiles(t, st)); n != len(blobs) {
+		t.Fatalf("%d temp files, want %d", n, len(blobs))
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range blobs {
+		got, err := os.ReadFile(st.BlobPath(objects.Sum(want)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("blob file %s: %d bytes, err %v; want its %d bytes", objects.Sum(want).Short(), len(got), err, len(want))
+		}
+	}
+}
+
+// Small blobs gathered in a pack's buffer land at the offsets recorded,
+// around and across the buffer's size, beside coded blobs larger than it;
+// an aborted batch leaves no temp file.
+func TestPackBuffer(t *testing.T) {
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	var blobs [][]byte
+	for i, n := range []int{10, packBuffer - 20, 30, PackThreshold - 1, 1, 0, 700 << 10, 700 << 10, 5} {
+		blobs = append(blobs, randomBytes(n, uint64(i+10)))
+	}
+	for _, b := range blobs {
+		if _, err := w.Put(objects.Sum(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := randomBytes(packBuffer+3, 99) // stored as it is, but coded: it goes into the pack whole
+	bigRec := BlobRecord{Digest: objects.Sum(big), Size: int64(len(big)), Coding: CodingGrouped}
+	if _, err := w.PutStored(bigRec, big); err != nil {
+		t.Fatal(err)
+	}
+	after := randomBytes(40, 100)
+	blobs = append(blobs, after)
+	if _, err := w.Put(objects.Sum(after), after); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[objects.Digest]BlobRecord{}
+	for _, r := range recs {
+		at[r.Digest] = r
+	}
+	packs := map[PackID][]byte{}
+	stored := func(r BlobRecord) []byte {
+		if packs[r.Pack] == nil {
+			b, err := os.ReadFile(st.PackPath(r.Pack))
+			if err != nil {
+				t.Fatal(err)
+			}
+			packs[r.Pack] = b
+		}
+		return packs[r.Pack][r.Offset : r.Offset+r.StoredSize()]
+	}
+	for _, b := range append(blobs, big) {
+		r, ok := at[objects.Sum(b)]
+		if !ok || r.Encoding != EncodingPacked || !bytes.Equal(stored(r), b) {
+			t.Fatalf("blob of %d bytes: record %+v (found %v) does not hold it", len(b), r, ok)
+		}
+	}
+
+	w = st.NewBlobWriter(nil)
+	for i := range 3 {
+		b := randomBytes(PackThreshold-1, uint64(200+i))
+		if _, err := w.Put(objects.Sum(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Abort()
+	if left := tempFiles(t, st); len(left) != 0 {
+		t.Fatalf("temp files left by an abort: %v", left)
+	}
+}

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"slices"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/journal"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// RecordBlobs walks the index with the records in key order: among
+// records the index has (kept as they are), records it lacks (added, each
+// packed one journaled once) and a record given twice, in any mix and at
+// either end of the key space.
+func TestRecordBlobsKeepsWhatIsRecorded(t *testing.T) {
+	st := newStore(t)
+	var all []BlobRecord
+	for i := range 40 {
+		d := objects.Sum([]byte{byte(i)})
+		all = append(all, BlobRecord{Digest: d, Size: int64(i + 1), Encoding: EncodingPacked, Pack: PackID{byte(i % 3)}, Offset: int64(i)})
+	}
+	all = sortedRecords(all)
+	var first, second []BlobRecord
+	for i, r := range all {
+		if i%3 == 0 || i == len(all)-1 {
+			first = append(first, r)
+		}
+		moved := r
+		moved.Offset += 1000 // another copy: must not replace the one recorded
+		second = append(second, moved)
+	}
+	second = append(second, second[5]) // twice
+	for _, batch := range [][]BlobRecord{first, second} {
+		if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, batch) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := st.View(func(tx *bolt.Tx) error {
+		for i, r := range all {
+			got, ok, err := Blob(tx, r.Digest)
+			if err != nil || !ok {
+				t.Fatalf("blob %d not recorded: %v", i, err)
+			}
+			wantOff := r.Offset
+			if !slices.ContainsFunc(first, func(f BlobRecord) bool { return f.Digest == r.Digest }) {
+				wantOff += 1000
+			}
+			if got.Offset != wantOff {
+				t.Errorf("blob %d recorded at %d, want %d", i, got.Offset, wantOff)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[objects.Digest]int{}
+	for _, b := range l.Batches {
+		for _, r := range b.Records {
+			if r.Op == journal.OpPacked {
+				seen[r.Digest]++
+			}
+		}
+	}
+	for i, r := range all {
+		if seen[r.Digest] != 1 {
+			t.Errorf("blob %d journaled %d times, want once", i, seen[r.Digest])
+		}
+	}
+}
