@@ -318,6 +318,9 @@ func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, err
 
 // HasBlobs reports the blobs the resolved artifacts hold.
 func (r *Remote) HasBlobs(_ context.Context, ds []objects.Digest) ([]bool, error) {
+	if len(ds) > remote.MaxHasBlobs {
+		return nil, errs.New(errs.SizeLimitExceeded, pkg, "asked about %d blobs at once (at most %d)", len(ds), remote.MaxHasBlobs)
+	}
 	out := make([]bool, len(ds))
 	for i, d := range ds {
 		out[i] = r.holder(d) != nil

@@ -208,7 +208,7 @@ func readCases(t *testing.T, seed Seeder) {
 		}
 	})
 
-	t.Run("GetBlobs over its bounds is refused", func(t *testing.T) {
+	t.Run("GetBlobs and HasBlobs over their bounds are refused", func(t *testing.T) {
 		resolve(t, r, f)
 		_, err := r.GetBlobs(ctx, digests(big.Blobs))
 		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of 20 MiB at once")
@@ -218,6 +218,12 @@ func readCases(t *testing.T, seed Seeder) {
 		}
 		_, err = r.GetBlobs(ctx, many)
 		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of more than MaxBatchBlobs")
+		asks := make([]objects.Digest, remote.MaxHasBlobs+1)
+		for i := range asks {
+			asks[i] = small.Blobs[i%len(small.Blobs)].Digest
+		}
+		_, err = r.HasBlobs(ctx, asks)
+		wantClass(t, err, errs.SizeLimitExceeded, "HasBlobs of more than MaxHasBlobs")
 	})
 }
 
@@ -235,6 +241,7 @@ func tamperCase(t *testing.T, seed Seeder, damage func(*testing.T, remote.Remote
 	damage(t, r, f, bad.Digest)
 	check := func(what string, got []byte, err error) {
 		t.Helper()
+		t.Logf("%s of the damaged blob: %d bytes, %v", what, len(got), err)
 		switch {
 		case errs.ClassOf(err) == errs.IntegrityError:
 		case err != nil:
