@@ -107,7 +107,7 @@ func readCases(t *testing.T, seed Seeder) {
 	ctx := context.Background()
 	a := MakeVersion(t, 40, 5<<20+1234) // two chunks: 4 MiB and the rest
 	small := MakeManySmall(t, 41, 60)
-	big := MakeVersion(t, 42, 5*objects.ChunkSize) // 20 MiB in five chunks
+	big := MakeVersion(t, 42, 4*objects.ChunkSize+1) // just over MaxBatchBytes, in five chunks
 	f := Fixture{Name: "acme/read", Ref: a, Tags: map[string]Version{"v1": a, "small": small, "big": big}}
 	r := seed(t, f)
 	absent := objects.Sum([]byte("absent"))
@@ -211,7 +211,7 @@ func readCases(t *testing.T, seed Seeder) {
 	t.Run("GetBlobs and HasBlobs over their bounds are refused", func(t *testing.T) {
 		resolve(t, r, f)
 		_, err := r.GetBlobs(ctx, digests(big.Blobs))
-		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of 20 MiB at once")
+		wantClass(t, err, errs.SizeLimitExceeded, "GetBlobs of more than MaxBatchBytes")
 		many := make([]objects.Digest, remote.MaxBatchBlobs+1)
 		for i := range many {
 			many[i] = small.Blobs[i%len(small.Blobs)].Digest
