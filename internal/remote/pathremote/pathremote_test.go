@@ -1,7 +1,6 @@
 package pathremote_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/remote/remotetest"
-	"github.com/mstore/mstore/internal/store"
 )
 
 func TestConformance(t *testing.T) {
@@ -23,24 +21,8 @@ func TestConformance(t *testing.T) {
 		dirs[r] = dir
 		return r
 	}
-	// damage flips a byte in the middle of the loose file of blob d.
 	damage := func(t *testing.T, r remote.Remote, _ remotetest.Fixture, d objects.Digest) {
-		st, err := store.Open(dirs[r], false, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := st.BlobPath(d)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0x40
-		if err := os.Chmod(p, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		remotetest.DamageLoose(t, dirs[r], d)
 	}
 	remotetest.Run(t, func(t *testing.T) remote.Remote {
 		return open(t, filepath.Join(t.TempDir(), "remote"))

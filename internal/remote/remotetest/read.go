@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // Fixture is what a read case needs a remote to hold: under Name, the ref
@@ -293,4 +295,26 @@ func refusedWrites(t *testing.T, seed Seeder, class errs.Class, hint string) {
 		t.Fatalf("a refused tag is there: %v", err)
 	}
 	resolve(t, r, f)
+}
+
+// DamageLoose flips a byte in the middle of the loose file of blob d in
+// the store at dir: Tamper's damage for the remotes a store backs.
+func DamageLoose(t *testing.T, dir string, d objects.Digest) {
+	t.Helper()
+	st, err := store.Open(dir, false, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.BlobPath(d)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
