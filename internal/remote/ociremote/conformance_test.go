@@ -2,7 +2,6 @@ package ociremote
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -68,15 +67,7 @@ func TestConformance(t *testing.T) {
 			if l.Path != sp.Path {
 				continue
 			}
-			p := reg.BlobFile(l.Desc.Digest.String())
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[sp.Off+sp.Size/2] ^= 0x40
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			remotetest.FlipByte(t, reg.BlobFile(l.Desc.Digest.String()), sp.Off+sp.Size/2)
 			return
 		}
 		t.Fatalf("no layer holds %s", sp.Path)

@@ -13,15 +13,18 @@
 // present and absent blobs in batches; GetBlob by offset and length, a
 // range past the end refused as schema_error; GetBlobs of small blobs in
 // any order, mixed across versions, an unknown one not_found; GetBlobs
-// over MaxBatchBytes or MaxBatchBlobs refused as size_limit_exceeded. A
+// over MaxBatchBytes or MaxBatchBlobs, HasBlobs over MaxHasBlobs, refused
+// as size_limit_exceeded. A
 // remote answers for the versions its reader has resolved (ref or tag):
 // a registry has no index of blobs by BLAKE3, only each artifact's map.
 //
-// With Tamper, the implementation's test can damage a blob where the
-// remote keeps it (ociremote: a byte of a layer file in the registry's
-// storage); reading it is then an integrity_error or bytes that do not
-// hash to it (reads are untrusted: the caller's check refuses them), and
-// the blob beside it still reads right.
+// With Tamper, the implementation's test damages a blob where the remote
+// keeps it (path and HTTP: the loose file in the store, DamageLoose; S3:
+// the object's file in versitygw's posix folder; OCI: a byte of the layer
+// file in the registry's storage); reading it is then an integrity_error
+// or bytes that do not hash to it (remote.Remote's reads are untrusted:
+// the caller's check, transfer's, refuses them), and the blob beside it
+// still reads right.
 //
 // The write side runs unless ReadOnly is given: PutBlobs, PutManifest,
 // MoveRef's compare-and-swap, CreateTag's once-only tags, bounds, racing

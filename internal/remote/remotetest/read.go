@@ -305,12 +305,21 @@ func DamageLoose(t *testing.T, dir string, d objects.Digest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := st.BlobPath(d)
+	FlipByte(t, st.BlobPath(d), -1)
+}
+
+// FlipByte flips one bit of the byte at off in the file p (off < 0: the
+// middle one), as a disk or a tampering server would.
+func FlipByte(t *testing.T, p string, off int64) {
+	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)/2] ^= 0x40
+	if off < 0 {
+		off = int64(len(b) / 2)
+	}
+	b[off] ^= 0x40
 	if err := os.Chmod(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
