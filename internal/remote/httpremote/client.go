@@ -284,6 +284,10 @@ func (c *Client) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	}
 	var out []byte
 	err := c.doRange(ctx, d, off, n, &out)
+	if err == nil && n > 0 && int64(len(out)) != n {
+		// A server cuts a range that runs past the end short (RFC 9110).
+		return nil, errs.New(errs.SchemaError, "remote", "range %d+%d runs past the end of blob %s (%d bytes from %d)", off, n, d.Short(), len(out), off)
+	}
 	return out, err
 }
 

@@ -21,7 +21,13 @@ const token = "s3cret-token"
 
 func serve(t *testing.T, o httpremote.ServerOptions) (*httptest.Server, remote.Remote) {
 	t.Helper()
-	backend, err := pathremote.Open(filepath.Join(t.TempDir(), "served"), true)
+	return serveAt(t, filepath.Join(t.TempDir(), "served"), o)
+}
+
+// serveAt serves the store at dir.
+func serveAt(t *testing.T, dir string, o httpremote.ServerOptions) (*httptest.Server, remote.Remote) {
+	t.Helper()
+	backend, err := pathremote.Open(dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +46,18 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	dirs := map[remote.Remote]string{} // each client's served store
 	remotetest.Run(t, func(t *testing.T) remote.Remote {
-		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
-		return client(t, srv.URL)
+		dir := filepath.Join(t.TempDir(), "served")
+		srv, _ := serveAt(t, dir, httpremote.ServerOptions{AllowPush: true, PushToken: token})
+		c := client(t, srv.URL)
+		dirs[c] = dir
+		return c
 	}, remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
 		srv, _ := serve(t, httpremote.ServerOptions{AllowPush: true, PushToken: token})
 		return client(t, srv.URL), client(t, srv.URL)
+	}), remotetest.Tamper(func(t *testing.T, r remote.Remote, _ remotetest.Fixture, d objects.Digest) {
+		remotetest.DamageLoose(t, dirs[r], d)
 	}))
 }
 

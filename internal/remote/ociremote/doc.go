@@ -30,9 +30,10 @@
 // digest. Pull again moves nothing. An artifact another tool pushed (no map)
 // is fetched whole into a temp layout and added from there.
 //
-// remotetest's conformance suite does not run here: each of its cases
-// writes blobs and manifests through remote.Remote (PutBlobs, PutManifest,
-// MoveRef), which a registry of whole-file layers without compare-and-swap
-// cannot take; the read side is tested through transfer.Pull against a
-// real registry (ociremote_test.go, e2e/oci_test.go).
+// remotetest's conformance suite runs here (conformance_test.go) against
+// a real registry: its read cases on versions pushed with Push, a layer
+// damaged in the registry's storage, and every write through remote.Remote
+// refused as unsupported_version, pointing to `mstore push oci://…:TAG`.
+// Its write cases do not apply: a registry of whole-file layers without
+// compare-and-swap cannot take PutBlobs, PutManifest or MoveRef.
 package ociremote

@@ -268,12 +268,12 @@ func (r *Remote) readRange(ctx context.Context, layer digest.Digest, off, n int6
 	return b, nil
 }
 
-// any finds a resolved source that holds blob d.
+// holder finds a resolved source that holds blob d.
 func (r *Remote) holder(d objects.Digest) *modelpack.Source {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.sources {
-		if has, _ := s.HasBlobs(context.Background(), []objects.Digest{d}); has[0] {
+		if _, ok := s.BlobSize(d); ok {
 			return s
 		}
 	}
@@ -318,6 +318,9 @@ func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, err
 
 // HasBlobs reports the blobs the resolved artifacts hold.
 func (r *Remote) HasBlobs(_ context.Context, ds []objects.Digest) ([]bool, error) {
+	if len(ds) > remote.MaxHasBlobs {
+		return nil, errs.New(errs.SizeLimitExceeded, pkg, "asked about %d blobs at once (at most %d)", len(ds), remote.MaxHasBlobs)
+	}
 	out := make([]bool, len(ds))
 	for i, d := range ds {
 		out[i] = r.holder(d) != nil
@@ -334,16 +337,45 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	return s.GetBlob(ctx, d, off, n)
 }
 
-// GetBlobs reads whole blobs, neighbours in one file with one request.
+// GetBlobs reads whole blobs, neighbours in one file with one request;
+// blobs of several resolved versions are read from each in turn.
 func (r *Remote) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
-	if len(ds) == 0 {
-		return nil, nil
+	if err := remote.CheckBatch(len(ds), 0); err != nil {
+		return nil, err
 	}
-	s := r.holder(ds[0])
-	if s == nil {
-		return nil, remote.NoBlob(r.where(), ds[0])
+	var total int64
+	var sources []*modelpack.Source
+	idx := map[*modelpack.Source][]int{}
+	for i, d := range ds {
+		s := r.holder(d)
+		if s == nil {
+			return nil, remote.NoBlob(r.where(), d)
+		}
+		size, _ := s.BlobSize(d)
+		total += size
+		if idx[s] == nil {
+			sources = append(sources, s)
+		}
+		idx[s] = append(idx[s], i)
 	}
-	return s.GetBlobs(ctx, ds)
+	if err := remote.CheckBatch(len(ds), total); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(ds))
+	for _, s := range sources {
+		ask := make([]objects.Digest, len(idx[s]))
+		for j, i := range idx[s] {
+			ask[j] = ds[i]
+		}
+		got, err := s.GetBlobs(ctx, ask)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx[s] {
+			out[i] = got[j]
+		}
+	}
+	return out, nil
 }
 
 func (r *Remote) pushHere() error {
@@ -360,7 +392,7 @@ func (r *Remote) PutManifest(context.Context, objects.Digest, []byte) (bool, err
 
 // MoveRef is refused: a registry has no compare-and-swap on tags.
 func (r *Remote) MoveRef(context.Context, string, objects.Digest, objects.Digest, string) error {
-	return errs.New(errs.UnsupportedVersion, pkg, "%s: a registry cannot move a tag by compare-and-swap, so mstore moves no ref there; push a tag (%s:TAG)", r.where(), r.where())
+	return errs.New(errs.UnsupportedVersion, pkg, "%s: a registry cannot move a tag by compare-and-swap, so mstore moves no ref there; push a tag: `mstore push %s:TAG REF`", r.where(), r.where())
 }
 
 // CreateTag is refused (see Push).

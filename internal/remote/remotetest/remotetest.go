@@ -76,7 +76,11 @@ func digests(blobs []remote.Blob) []objects.Digest {
 type Option func(*options)
 
 type options struct {
-	pair func(t *testing.T) (remote.Remote, remote.Remote)
+	pair     func(t *testing.T) (remote.Remote, remote.Remote)
+	seed     Seeder
+	tamper   func(*testing.T, remote.Remote, Fixture, objects.Digest)
+	readOnly errs.Class
+	hint     string
 }
 
 // TwoClients gives Run two clients of one new, empty remote (two processes'
@@ -86,12 +90,25 @@ func TwoClients(pair func(t *testing.T) (remote.Remote, remote.Remote)) Option {
 	return func(o *options) { o.pair = pair }
 }
 
-// Run runs the suite. open returns a new, empty remote each time.
+// Run runs the suite. open returns a new, empty remote each time (nil
+// with ReadOnly, whose remote comes from Seeded). doc.go says which cases
+// run for which kind of remote.
 func Run(t *testing.T, open func(t *testing.T) remote.Remote, opts ...Option) {
 	ctx := context.Background()
 	var o options
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.seed == nil {
+		o.seed = func(t *testing.T, f Fixture) remote.Remote { r := open(t); WriteFixture(t, r, f); return r }
+	}
+	t.Run("read", func(t *testing.T) { readCases(t, o.seed) })
+	if o.tamper != nil {
+		t.Run("a damaged blob", func(t *testing.T) { tamperCase(t, o.seed, o.tamper) })
+	}
+	if o.readOnly != 0 {
+		t.Run("writes are refused", func(t *testing.T) { refusedWrites(t, o.seed, o.readOnly, o.hint) })
+		return
 	}
 	if o.pair == nil {
 		o.pair = func(t *testing.T) (remote.Remote, remote.Remote) { r := open(t); return r, r }

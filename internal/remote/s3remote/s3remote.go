@@ -241,6 +241,10 @@ func (r *Remote) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	if status, _ := code(err); status == http.StatusRequestedRangeNotSatisfiable {
 		return nil, errs.New(errs.SchemaError, "s3", "range %d+%d outside blob %s", off, n, d.Short())
 	}
+	if err == nil && n > 0 && int64(len(b)) != n {
+		// S3 cuts a range that runs past the end short rather than refuse it.
+		return nil, errs.New(errs.SchemaError, "s3", "range %d+%d runs past the end of blob %s (%d bytes from %d)", off, n, d.Short(), len(b), off)
+	}
 	return b, r.wrap(err, "get blob from")
 }
 

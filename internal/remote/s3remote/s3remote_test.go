@@ -3,6 +3,7 @@ package s3remote_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -26,12 +27,24 @@ func TestConformance(t *testing.T) {
 		return r
 	}
 	// Each remote is its own prefix of one bucket.
-	fresh := func() string { return fmt.Sprintf("s3://%s/run%d/models", bucket, n.Add(1)) }
-	remotetest.Run(t, func(t *testing.T) remote.Remote { return open(t, fresh()) },
-		remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
-			u := fresh()
-			return open(t, u), open(t, u)
-		}))
+	fresh := func() string { return fmt.Sprintf("run%d/models", n.Add(1)) }
+	url := func(prefix string) string { return "s3://" + bucket + "/" + prefix }
+	prefixes := map[remote.Remote]string{}
+	// damage flips a byte in the middle of blob d's object, in the folder
+	// versitygw's posix backend keeps the bucket in.
+	damage := func(t *testing.T, r remote.Remote, _ remotetest.Fixture, d objects.Digest) {
+		h := d.String()
+		remotetest.FlipByte(t, filepath.Join(srv.Dir, bucket, prefixes[r], "blobs", h[:2], h), -1)
+	}
+	remotetest.Run(t, func(t *testing.T) remote.Remote {
+		p := fresh()
+		r := open(t, url(p))
+		prefixes[r] = p
+		return r
+	}, remotetest.TwoClients(func(t *testing.T) (remote.Remote, remote.Remote) {
+		u := url(fresh())
+		return open(t, u), open(t, u)
+	}), remotetest.Tamper(damage))
 }
 
 // TestHasBlobsByListing: many questions about one fan-out folder are

@@ -68,6 +68,12 @@ func (s *Source) GetBlob(ctx context.Context, d objects.Digest, off, n int64) ([
 	return s.read(ctx, s.layers[sp.Path], sp.Off+off, n)
 }
 
+// BlobSize is the size of blob d, if some file holds it.
+func (s *Source) BlobSize(d objects.Digest) (int64, bool) {
+	sp, ok := s.spans[d]
+	return sp.Size, ok
+}
+
 // mergeGap is how far apart two blobs of one file may lie and still be
 // read in one request (the gap's bytes are read and dropped).
 const mergeGap = 64 << 10
@@ -76,11 +82,16 @@ const mergeGap = 64 << 10
 // with one read.
 func (s *Source) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, error) {
 	order := make([]int, len(ds))
+	var total int64
 	for i, d := range ds {
-		if _, ok := s.spans[d]; !ok {
+		sp, ok := s.spans[d]
+		if !ok {
 			return nil, remote.NoBlob(s.Where, d)
 		}
-		order[i] = i
+		order[i], total = i, total+sp.Size
+	}
+	if err := remote.CheckBatch(len(ds), total); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		x, y := s.spans[ds[a]], s.spans[ds[b]]
