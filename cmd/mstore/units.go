@@ -4,12 +4,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mstore/mstore/internal/progress"
+	"github.com/mstore/mstore/internal/sizes"
 )
 
 // humanBytes prints n with a decimal unit, as `du -h --si` would; the
 // progress bar prints sizes the same way.
-func humanBytes(n int64) string { return progress.HumanBytes(n) }
+func humanBytes(n int64) string { return sizes.Human(n) }
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,

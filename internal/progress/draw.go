@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mstore/mstore/internal/sizes"
 )
 
 const barWidth = 24
@@ -27,12 +29,12 @@ func (r *reporter) drawBar(s Status, final bool) {
 	}
 	rate, eta := "--", "--"
 	if s.Rate > 0 {
-		rate = HumanBytes(int64(s.Rate)) + "/s"
+		rate = sizes.Human(int64(s.Rate)) + "/s"
 	}
 	if s.ETA >= 0 {
 		eta = clock(time.Duration(s.ETA * float64(time.Second)))
 	}
-	counts := fmt.Sprintf("%3.0f%%  %s / %s  %s  ETA %s", s.PercentDone, HumanBytes(s.BytesDone), HumanBytes(s.BytesTotal), rate, eta)
+	counts := fmt.Sprintf("%3.0f%%  %s / %s  %s  ETA %s", s.PercentDone, sizes.Human(s.BytesDone), sizes.Human(s.BytesTotal), rate, eta)
 	line := fmt.Sprintf("%s [%s] %s", r.action, bar, counts)
 	if r.cols > 0 && len(line) >= r.cols {
 		// A line that wraps cannot be redrawn in place: drop the bar, then
@@ -62,19 +64,4 @@ func clock(d time.Duration) string {
 		return fmt.Sprintf("%d:%02d:%02d", h, m, s)
 	}
 	return fmt.Sprintf("%d:%02d", m, s)
-}
-
-// HumanBytes prints n with a decimal unit and one decimal, as `du -h
-// --si` would: every size mstore shows a person goes through it.
-func HumanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
