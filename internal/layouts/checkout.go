@@ -2,8 +2,6 @@ package layouts
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,14 +38,14 @@ func Checkout(ctx context.Context, st *store.Store, l layout.FileLayout, ref, de
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, fmt.Errorf("checkout: %w", err)
 	}
-	var suffix [6]byte
-	rand.Read(suffix[:])
-	tmp := filepath.Join(dest, ".mstore-layout-"+hex.EncodeToString(suffix[:]))
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return nil, fmt.Errorf("checkout: %w", err)
+	// A held temp folder: a checkout killed midway leaves it for the next
+	// checkout into dest to remove.
+	tmp, err := restorer.NewTempDir(dest, "layout")
+	if err != nil {
+		return nil, err
 	}
-	defer os.RemoveAll(tmp) // this call's own folder: what is left once the layout took its files
-	model.Dir = filepath.Join(tmp, "model")
+	defer tmp.Close()
+	model.Dir = filepath.Join(tmp.Path(), "model")
 	ropts := opts
 	ropts.Force = false     // the temporary folder is new; Force is the layout's
 	ropts.Unrecorded = true // and gone once the layout took its files

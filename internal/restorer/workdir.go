@@ -284,3 +284,32 @@ func cleanLeftover(parent, lockName string) []string {
 	}
 	return append([]string{dir}, removeLock()...)
 }
+
+// TempDir is a directory in a parent folder that a command fills and then
+// moves from (a layout's checkout), held as a checkout's own is: while the
+// command runs its lock file is locked, and once the command is gone,
+// however it died, the next checkout or TempDir in that folder removes it.
+type TempDir struct {
+	w *workDir
+	// Removed is what dead commands had left in the folder, removed
+	// before this one was made.
+	Removed []string
+}
+
+// NewTempDir removes the leftovers of dead checkouts in parent, then makes
+// a held temp directory there, named after base.
+func NewTempDir(parent, base string) (*TempDir, error) {
+	removed := cleanLeftovers(parent)
+	w, err := newWorkDir(parent, base)
+	if err != nil {
+		return nil, err
+	}
+	return &TempDir{w: w, Removed: removed}, nil
+}
+
+// Path is the directory.
+func (t *TempDir) Path() string { return t.w.dir }
+
+// Close removes the directory (if it is still the one made) and its lock
+// file.
+func (t *TempDir) Close() { t.w.close() }

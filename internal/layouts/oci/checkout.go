@@ -16,6 +16,7 @@ import (
 	mlayout "github.com/mstore/mstore/internal/layouts/layout"
 	"github.com/mstore/mstore/internal/layouts/oci/modelpack"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/restorer"
 	"github.com/mstore/mstore/internal/sizes"
 	"github.com/mstore/mstore/internal/store"
 )
@@ -70,15 +71,14 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".oci-")
+	// A held temp tree beside dest: removed when this checkout fails, and
+	// by the next checkout there when this one is killed midway.
+	td, err := restorer.NewTempDir(filepath.Dir(dest), filepath.Base(dest)+".oci")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp) // only the temp tree this checkout made
-	// MkdirTemp makes it 0700, and it becomes dest.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
-	}
+	defer td.Close() // once renamed to dest it is no longer the temp tree: kept
+	tmp := td.Path()
 	blobs := filepath.Join(tmp, ocispec.ImageBlobsDir, "sha256")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
