@@ -135,7 +135,7 @@ func TestHFCache(t *testing.T) {
 	if recs := listFiles(t, filepath.Join(c.store, "checkouts")); len(recs) != len(snaps) {
 		t.Errorf("%d checkout records after %d plain checkouts: %v", len(recs), len(snaps), recs)
 	}
-	if hidden, _ := filepath.Glob(filepath.Join(out, ".mstore-layout-*")); len(hidden) != 0 {
+	if hidden, _ := filepath.Glob(filepath.Join(out, ".mstore-*")); len(hidden) != 0 {
 		t.Errorf("left behind: %v", hidden)
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "models--acme--llm", "refs", "main")); err != nil || string(b) != rev("llm1") {
