@@ -249,11 +249,22 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if err := w.s.syncAll(); err != nil {
 		return nil, err
 	}
-	n := len(w.loose)
-	for _, p := range w.packs {
+	// The records are gathered into the largest pack's slice, each pack's
+	// dropped as it is taken: a pack of 100,000 small blobs' records is
+	// not held twice.
+	n, largest := len(w.loose), -1
+	for i, p := range w.packs {
 		n += len(p.recs)
+		if largest < 0 || len(p.recs) > len(w.packs[largest].recs) {
+			largest = i
+		}
 	}
-	out := make([]BlobRecord, 0, n)
+	var out []BlobRecord
+	if largest >= 0 && cap(w.packs[largest].recs) >= n {
+		out, w.packs[largest].recs = w.packs[largest].recs, nil
+	} else {
+		out = make([]BlobRecord, 0, n)
+	}
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {
@@ -279,6 +290,7 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 			return nil, err
 		}
 		out = append(out, p.recs...)
+		p.recs = nil
 	}
 	w.packs = nil
 	Failpoint(FailAfterRename)
