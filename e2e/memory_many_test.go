@@ -15,7 +15,7 @@ import (
 // The peak RSS bounds for a model of 100,000 tensors of 512 B. Checkout and
 // pull are held to their targets (issue 13: 150 MB; issue 12: 200 MB
 // whatever the model's size). Add is not yet at its 150 MB target: it
-// peaks at 190-210 MB (two layouts of the model, its hashes and its blob
+// peaks at 180-210 MiB (two layouts of the model, its hashes and its blob
 // records are live while it is parsed again), and the bound catches the
 // class, a commit that holds everything at once again (230-290 MB before
 // its records were batched and each stage's data dropped).
@@ -33,7 +33,7 @@ const (
 // same add then completes.
 func TestMemoryManySmallTensors(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 61 MB model of 100,000 tensors, added four times (about 15 s)")
+		t.Skip("a 61 MB model of 100,000 tensors, added three times, checked out and pulled (about 10 s)")
 	}
 	model := filepath.Join(t.TempDir(), "small")
 	if err := testmodel.WriteTensors(model, testmodel.ManySmall(100_000, 512), 0, 1); err != nil {
