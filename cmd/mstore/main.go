@@ -42,7 +42,12 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	stopMem := func() {}
+	if path := os.Getenv("MSTORE_MEMPROFILE"); path != "" { // the heap at its peak, for developers
+		stopMem = startMemProfile(path)
+	}
 	err := run(ctx, app, os.Args)
+	stopMem()
 	if err == nil && stdout.err != nil {
 		err = stdout.err
 	}

@@ -209,11 +209,6 @@ func (d *stagedDir) chunk(f *stagedFile, pc *stagedPiece, i int) ([]byte, error)
 			return c.bytes, nil
 		}
 	}
-	r, release, err := d.pool.acquire(f.path)
-	if err != nil {
-		return nil, d.fail(err)
-	}
-	defer release()
 	var buf []byte
 	if len(d.cache) == stagedCacheChunks {
 		buf = d.cache[0].bytes[:0]
@@ -223,14 +218,30 @@ func (d *stagedDir) chunk(f *stagedFile, pc *stagedPiece, i int) ([]byte, error)
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
-	if _, err := r.ReadAt(buf, off); err != nil {
-		return nil, d.fail(errChanged(f.path, fmt.Sprintf("%d bytes at %d can no longer be read: %v", n, off, err)))
-	}
-	if objects.Sum(buf) != pc.chunks[i] {
-		return nil, d.fail(errChanged(f.path, fmt.Sprintf("the %d bytes at %d are not the ones stored", n, off)))
+	if err := d.readChunk(f, pc, i, buf); err != nil {
+		return nil, err
 	}
 	d.cache = append(d.cache, &verifiedChunk{path: f.path, off: off, bytes: buf})
 	return buf, nil
+}
+
+// readChunk reads chunk i of piece pc of f into buf (its length) and
+// checks it against the digest that was stored; d.mu is held.
+func (d *stagedDir) readChunk(f *stagedFile, pc *stagedPiece, i int, buf []byte) error {
+	rel, _ := objects.ChunkBounds(pc.size, i)
+	off := pc.off + rel
+	r, release, err := d.pool.acquire(f.path)
+	if err != nil {
+		return d.fail(err)
+	}
+	defer release()
+	if _, err := r.ReadAt(buf, off); err != nil {
+		return d.fail(errChanged(f.path, fmt.Sprintf("%d bytes at %d can no longer be read: %v", len(buf), off, err)))
+	}
+	if objects.Sum(buf) != pc.chunks[i] {
+		return d.fail(errChanged(f.path, fmt.Sprintf("the %d bytes at %d are not the ones stored", len(buf), off)))
+	}
+	return nil
 }
 
 type stagedReader struct {
@@ -261,6 +272,17 @@ func (r *stagedReader) ReadAt(p []byte, off int64) (int, error) {
 			src = make([]byte, min(pc.size-in, int64(len(p)-n)))
 		} else {
 			i := int(in / objects.ChunkSize)
+			if rel, size := objects.ChunkBounds(pc.size, i); in == rel && int64(len(p)-n) >= size {
+				// A read of a whole chunk is verified in the caller's
+				// buffer, not cached: a header of many megabytes (100,000
+				// tensors) is not held twice while it is parsed again.
+				if err := r.d.readChunk(f, pc, i, p[n:n+int(size)]); err != nil {
+					return n, err
+				}
+				n += int(size)
+				off += size
+				continue
+			}
 			b, err := r.d.chunk(f, pc, i)
 			if err != nil {
 				return n, err

@@ -46,6 +46,8 @@ const (
 	FailCheckoutExchanged = "checkout-exchanged"
 	// FailAddParsed: an add has parsed its model and read nothing else yet.
 	FailAddParsed = "add-parsed"
+	// FailAddBlobsRecorded: an add has recorded its first batch of blobs (RecordAhead), before its version is committed.
+	FailAddBlobsRecorded = "add-blobs-recorded"
 	// FailPullBlobsRecorded: a pull has recorded its first round of fetched blobs, before its version is committed.
 	FailPullBlobsRecorded = "pull-blobs-recorded"
 	// FailPushBlobsSent: a push has had its first request of blobs accepted by the remote.

@@ -131,6 +131,36 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	return journal.AddAll(tx, j.recs)
 }
 
+// RecordBatch is the most blob records RecordAhead puts in one
+// transaction: what a transaction holds until it commits (bbolt's dirty
+// nodes, the journal records pending, about 300 B a record) stays a few
+// MB whatever the model, where a model of 100,000 small tensors made one
+// transaction of 60 MB.
+const RecordBatch = 1 << 14
+
+// RecordAhead records recs (blobs whose files are durable) in transactions
+// of RecordBatch records, all but the last batch, which it returns: the
+// caller records that one in the transaction that commits its version, so
+// a version of few blobs is still one transaction. A crash between two
+// batches leaves recorded blobs that no version needs yet, which gc
+// removes (the caller holds the store's shared lock until its commit, so
+// gc never removes them from under it). It sorts recs in place: the
+// records of a large model are never copied to be put in key order.
+func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, error) {
+	if !slices.IsSortedFunc(recs, compareRecords) {
+		slices.SortFunc(recs, compareRecords)
+	}
+	for len(recs) > RecordBatch {
+		batch := recs[:RecordBatch]
+		if err := s.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, batch) }); err != nil {
+			return nil, err
+		}
+		recs = recs[RecordBatch:]
+		Failpoint(failpoint)
+	}
+	return recs, nil
+}
+
 // packJournal gathers the journal records of packed blobs: where each
 // lies, since a pack file has no table of its own and `fsck
 // --rebuild-index` needs one. A loose blob file is named by its digest and

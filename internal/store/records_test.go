@@ -74,3 +74,49 @@ func TestRecordBlobsKeepsWhatIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// RecordAhead records all but the last batch of RecordBatch records, each
+// batch a transaction and a journal batch of its own, sorting what it is
+// given; what it hands back is the rest, in key order, not yet recorded.
+func TestRecordAheadBatches(t *testing.T) {
+	st := newStore(t)
+	n := 2*RecordBatch + 7
+	recs := make([]BlobRecord, n)
+	for i := range recs {
+		d := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)})
+		recs[i] = BlobRecord{Digest: d, Size: 512, Encoding: EncodingPacked, Pack: PackID{1}, Offset: int64(i) * 512}
+	}
+	rest, err := st.RecordAhead(recs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != 7 || !slices.IsSortedFunc(rest, compareRecords) || !slices.IsSortedFunc(recs, compareRecords) {
+		t.Fatalf("handed back %d records (sorted: %v), want the last 7 in key order", len(rest), slices.IsSortedFunc(rest, compareRecords))
+	}
+	err = st.View(func(tx *bolt.Tx) error {
+		for i, r := range recs {
+			_, ok, err := Blob(tx, r.Digest)
+			if err != nil {
+				return err
+			}
+			if ok != (i < n-7) {
+				t.Fatalf("record %d of %d: recorded = %v", i, n, ok)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, b := range l.Batches {
+		sizes = append(sizes, len(b.Records))
+	}
+	if !slices.Equal(sizes, []int{RecordBatch, RecordBatch}) {
+		t.Errorf("journal batches of %v records, want two of %d", sizes, RecordBatch)
+	}
+}

@@ -367,6 +367,8 @@ func (s *server) getManifest(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", immutableHeader)
+	// The length lets the client read a large manifest into one buffer.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Write(b)
 }
 

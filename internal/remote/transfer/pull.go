@@ -145,6 +145,7 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 	}
 	res.BlobsPresent = len(need) - len(missing)
 	sizes := remote.BlobSizes(m)
+	m = nil // need and sizes are what the rest takes of it: a large manifest is not kept decoded
 	jobs := o.Jobs
 	if jobs <= 0 {
 		jobs = DefaultJobs
@@ -197,11 +198,16 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 		res.BlobsPresent++
 	}
 	last = append(last, copyRecs...)
+	// The blobs of a large last round are recorded in bounded batches
+	// before the version's transaction (RecordAhead), as add's are.
+	if last, err = st.RecordAhead(last, store.FailPullBlobsRecorded); err != nil {
+		return nil, err
+	}
 	msg := o.Message
 	if msg == "" {
 		msg = fmt.Sprintf("pull %s %s", o.RemoteName, o.Version)
 	}
-	res.RefMoved, res.TagCreated, err = commitPulled(st, d, encoded, m, last, name, spec.Tag, msg)
+	res.RefMoved, res.TagCreated, err = commitPulled(st, d, encoded, need, last, name, spec.Tag, msg)
 	if err != nil {
 		return nil, err
 	}
@@ -313,12 +319,12 @@ func checkBlob(d objects.Digest, size int64, data []byte) error {
 // blobs of the final round, a check that every blob the version needs is
 // recorded, the manifest, the ref move and the tag. It is the one place a
 // pull writes a version (compare archiver.Add's commit).
-func commitPulled(st *store.Store, d objects.Digest, encoded []byte, m *objects.Manifest, written []store.BlobRecord, name, tag, message string) (moved, created bool, err error) {
+func commitPulled(st *store.Store, d objects.Digest, encoded []byte, need []objects.Digest, written []store.BlobRecord, name, tag, message string) (moved, created bool, err error) {
 	err = st.Update(func(tx *bolt.Tx) error {
 		if err := store.RecordBlobs(tx, written); err != nil {
 			return err
 		}
-		if err := store.RequireRecorded(tx, m.Blobs()); err != nil { // one cursor walk, as add's
+		if err := store.RequireRecorded(tx, need); err != nil { // one cursor walk, as add's
 			return errs.Wrap(errs.IntegrityError, "pull", err, "a blob this version needs left the store during the pull; pull again")
 		}
 		if err := store.PutManifest(tx, d, encoded); err != nil {

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/mstore/mstore/internal/store"
+	"github.com/mstore/mstore/internal/testmodel"
+)
+
+// The peak RSS bounds for a model of 100,000 tensors of 512 B. Checkout and
+// pull are held to their targets (issue 13: 150 MB; issue 12: 200 MB
+// whatever the model's size). Add is not yet at its 150 MB target: it
+// peaks at 180-210 MiB (two layouts of the model, its hashes and its blob
+// records are live while it is parsed again), and the bound catches the
+// class, a commit that holds everything at once again (230-290 MB before
+// its records were batched and each stage's data dropped).
+const (
+	manySmallAddPeak      = 240 << 20
+	manySmallCheckoutPeak = 150 << 20
+	manySmallPullPeak     = 200 << 20
+)
+
+// TestMemoryManySmallTensors adds a model of 100,000 tensors of 512 B (one
+// 61 MB SafeTensors file), checks it out and pulls it from `mstore serve`,
+// each under GNU time: memory follows the work in flight, not the tensor
+// count. Then an add killed after its first batch of blob records leaves
+// a store fsck finds clean, without the version, which gc tidies and the
+// same add then completes.
+func TestMemoryManySmallTensors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 61 MB model of 100,000 tensors, added three times, checked out and pulled (about 10 s)")
+	}
+	model := filepath.Join(t.TempDir(), "small")
+	if err := testmodel.WriteTensors(model, testmodel.ManySmall(100_000, 512), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(model, "model.safetensors")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	peakWithin := func(what string, r result, peak, limit int64) {
+		t.Helper()
+		t.Logf("%s: peak RSS %d MiB", what, peak>>20)
+		if r.code != 0 {
+			t.Fatalf("%s failed:\n%s", what, r)
+		}
+		if peak > limit {
+			t.Errorf("%s: peak RSS %d MiB, want at most %d MiB", what, peak>>20, limit>>20)
+		}
+	}
+	sameFile := func(dir string) {
+		t.Helper()
+		got, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("the model read back from %s differs from what was added (%v)", dir, err)
+		}
+	}
+
+	r, peak := c.limited("--json", "add", model, "--name", "m")
+	peakWithin("add", r, peak, manySmallAddPeak)
+	var added addResult
+	if err := json.Unmarshal([]byte(r.stdout), &added); err != nil || added.Tensors != 100_000 {
+		t.Fatalf("add printed %q (%v), want 100,000 tensors", r.stdout, err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	r, peak = c.limited("checkout", "m", out, "--quiet")
+	peakWithin("checkout", r, peak, manySmallCheckoutPeak)
+	sameFile(out)
+
+	srv := startServe(t, c.store, "127.0.0.1:0", nil)
+	puller := newCLI(t)
+	r, peak = puller.limited("pull", srv.url, "m", "--quiet")
+	peakWithin("pull", r, peak, manySmallPullPeak)
+	puller.requireCheckoutFile("m", sameFile)
+
+	// More blobs than one batch (store.RecordBatch): the add records
+	// them ahead of its version, and is killed after the first batch.
+	crashed := newCLI(t)
+	run := crashed.start([]string{"MSTORE_FAILPOINT=" + store.FailAddBlobsRecorded}, "add", model, "--name", "m")
+	if o := run.wait(t); o.signal != syscall.SIGKILL {
+		t.Fatalf("add with failpoint %s: %s, want killed by SIGKILL\nstderr: %s", store.FailAddBlobsRecorded, o, run.stderr.String())
+	}
+	crashed.fsck()
+	if n := crashed.readNames(); len(n.history) != 0 || len(n.tags) != 0 {
+		t.Fatalf("an add killed before its commit left names: %s", n)
+	}
+	crashed.ok("gc", "--grace", "0")
+	crashed.requireTidy()
+	crashed.ok("add", model, "--name", "m", "--quiet")
+	crashed.requireCheckoutFile("m", sameFile)
+}
+
+// requireCheckoutFile checks version name out into a fresh directory and
+// hands it to check.
+func (c *cli) requireCheckoutFile(name string, check func(dir string)) {
+	c.t.Helper()
+	dest := filepath.Join(c.t.TempDir(), "out")
+	c.ok("checkout", name, dest, "--quiet")
+	check(dest)
+}
