@@ -3,10 +3,7 @@ package restorer
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/repack"
 	"github.com/mstore/mstore/internal/store"
@@ -37,20 +33,7 @@ func codedStore(t *testing.T) (*store.Store, objects.Digest, map[string][]byte) 
 	var d objects.Digest
 	var files map[string][]byte
 	for ft := range uint64(2) {
-		files, err = spec.BuildWith(func(i int, _ formats.Tensor, b []byte) {
-			r := rand.New(rand.NewPCG(uint64(i), 1))
-			for j := 0; j+1 < len(b); j += 2 {
-				binary.LittleEndian.PutUint16(b[j:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
-			}
-			if ft > 0 {
-				f := rand.New(rand.NewPCG(ft, uint64(i)))
-				for j := 0; j+1 < len(b); j += 2 {
-					if f.IntN(3) == 0 {
-						b[j] ^= byte(1 + f.IntN(3))
-					}
-				}
-			}
-		})
+		files, err = spec.BuildWith(testmodel.FineTunedBF16(1, ft))
 		if err != nil {
 			t.Fatal(err)
 		}
