@@ -253,6 +253,9 @@ func runDecoded(blobs *blobSource, out *os.File, writing *sync.Mutex, path strin
 	if int64(len(data)) != j.size { // Read checked the digest, which names size bytes
 		return errs.New(errs.IntegrityError, "checkout", "blob %s decodes to %d bytes, the manifest needs %d", j.rec.Digest.Short(), len(data), j.size)
 	}
+	// One write a file at a time (decoding still runs on every core):
+	// writes to one file wait for its inode lock in the kernel, which
+	// spins on the CPU the decoders need.
 	writing.Lock()
 	defer writing.Unlock()
 	if _, err := out.WriteAt(data, j.off); err != nil {
