@@ -254,8 +254,9 @@ func runDecoded(blobs *blobSource, out *os.File, writing *sync.Mutex, path strin
 		return errs.New(errs.IntegrityError, "checkout", "blob %s decodes to %d bytes, the manifest needs %d", j.rec.Digest.Short(), len(data), j.size)
 	}
 	// One write a file at a time (decoding still runs on every core):
-	// writes to one file wait for its inode lock in the kernel, which
-	// spins on the CPU the decoders need.
+	// buffered writes to one file take its inode lock in the kernel in
+	// turn anyway; waiting here parks the goroutine rather than the
+	// thread in the kernel.
 	writing.Lock()
 	defer writing.Unlock()
 	if _, err := out.WriteAt(data, j.off); err != nil {
