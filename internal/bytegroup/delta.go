@@ -63,6 +63,23 @@ func EncodeDelta(raw, base []byte, width int) []byte {
 	return byDiff
 }
 
+// GroupedMayBeat reports whether Encode(raw, width) may code raw in fewer
+// than size bytes. An array of sampleMin bytes or more is judged on a
+// sample from its middle, as EncodeDelta picks its transform: a chunk of
+// one tensor is of one kind throughout, so a grouped coding whose sample
+// codes no smaller than size a byte of raw does not pay coding whole (a
+// fine-tune's delta that does not reach the early-out ratio would
+// otherwise cost a second whole coding to lose).
+func GroupedMayBeat(raw []byte, width int, size int) bool {
+	if len(raw) < sampleMin {
+		return true
+	}
+	at := (len(raw)/2 - sampleLen/2) &^ 7
+	s := len(Encode(raw[at:at+sampleLen], width))
+	// 1% of slack for the sample's own header and its blocks' tables.
+	return float64(s)*0.99*float64(len(raw)) < float64(size)*float64(sampleLen)
+}
+
 // DecodeDelta decodes enc, a delta EncodeDelta coded against base, into
 // dst (grown as needed): rawLen bytes, or ErrCorrupt.
 func DecodeDelta(dst, enc []byte, rawLen int, base []byte) ([]byte, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -147,4 +148,67 @@ func FuzzDecodeDelta(f *testing.F) {
 		out, err := DecodeDelta(nil, enc, rawLen, b)
 		requireDecodedOrCorrupt(t, out, err, rawLen)
 	})
+}
+
+// order (the permutation of a context-ordered coding) is a stable sort of
+// the elements by their context key, for every width, both keys, and a
+// context shorter or longer than the array or of an odd length: the fast
+// path of width 2 included, so that it can never drift from the format.
+func TestOrderIsAStableSortByKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		width := []int{2, 4, 8}[trial%3]
+		n := r.IntN(300)
+		ctx := make([]byte, r.IntN(n*width+width+3))
+		for i := range ctx {
+			ctx[i] = byte(r.Uint32())
+		}
+		for _, exponent := range []bool{false, true} {
+			key := func(i int) byte {
+				var e [8]byte
+				copy(e[:width], ctx[min(i*width, len(ctx)):])
+				if exponent {
+					return byte((uint16(e[width-1])<<8 | uint16(e[width-2])) >> 7)
+				}
+				return e[width-1]
+			}
+			idx := make([]int, n)
+			for i := range idx {
+				idx[i] = i
+			}
+			sort.SliceStable(idx, func(a, b int) bool { return key(idx[a]) < key(idx[b]) })
+			var c coder
+			got := c.order(ctx, n, width, exponent)
+			for place, i := range idx {
+				if got[i] != int32(place) {
+					t.Fatalf("width %d, n %d, ctx %d bytes, exponent %v: element %d at %d, want %d", width, n, len(ctx), exponent, i, got[i], place)
+				}
+			}
+		}
+	}
+}
+
+// GroupedMayBeat says no only when a sample from the middle of a long
+// array codes no smaller than the size to beat, and yes for short arrays.
+func TestGroupedMayBeat(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	weights := make([]byte, 2*sampleMin)
+	for j := 0; j+1 < len(weights); j += 2 {
+		binary.LittleEndian.PutUint16(weights[j:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
+	}
+	grouped := len(Encode(weights, 2))
+	for _, c := range []struct {
+		raw  []byte
+		size int
+		want bool
+	}{
+		{weights, len(weights), true},      // raw: grouped beats it
+		{weights, grouped * 11 / 10, true}, // 10% above what grouped makes
+		{weights, grouped * 9 / 10, false}, // 10% under: grouped cannot
+		{weights[:sampleMin-2], 1, true},   // short: always coded whole
+	} {
+		if got := GroupedMayBeat(c.raw, 2, c.size); got != c.want {
+			t.Errorf("%d bytes against %d (grouped %d): %v, want %v", len(c.raw), c.size, grouped, got, c.want)
+		}
+	}
 }

@@ -3,10 +3,7 @@ package repack_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +12,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
-	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/gc"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/objects"
@@ -40,20 +36,7 @@ func model(t *testing.T, root, name string, ft uint64) storetest.Model {
 // seededModel is model with the base weights drawn from seed.
 func seededModel(t *testing.T, root, name string, seed, ft uint64) storetest.Model {
 	t.Helper()
-	files, err := spec.BuildWith(func(i int, _ formats.Tensor, b []byte) {
-		r := rand.New(rand.NewPCG(uint64(i), seed))
-		for j := 0; j+1 < len(b); j += 2 {
-			binary.LittleEndian.PutUint16(b[j:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
-		}
-		if ft > 0 {
-			f := rand.New(rand.NewPCG(ft, uint64(i)))
-			for j := 0; j+1 < len(b); j += 2 {
-				if f.IntN(3) == 0 {
-					b[j] ^= byte(1 + f.IntN(3))
-				}
-			}
-		}
-	})
+	files, err := spec.BuildWith(testmodel.FineTunedBF16(seed, ft))
 	if err != nil {
 		t.Fatal(err)
 	}

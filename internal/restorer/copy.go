@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -26,7 +27,11 @@ import (
 // written. The whole file is not hashed again: it is exactly the verified
 // blobs at the manifest's offsets, which add checked make up the file's
 // digest (a re-laid-out file is parsed again and its tensors re-hashed,
-// verifyRelayout).
+// verifyRelayout). A coded blob (grouped, or a delta) cannot be moved as
+// it lies: its job decodes it into memory, verifies it there and writes it
+// at its offset, the jobs of a file running on every core at once
+// (runDecoded), so that a checkout of coded blobs neither waits on one
+// decoder nor hashes the whole file again.
 
 // copyJob is a run of an output file written in one go: zeros, planned
 // frame bytes, or blobs that lie one after the other in one file of the
@@ -47,20 +52,17 @@ type copyJob struct {
 const smallJob = 64 << 10
 
 // copyable reports whether copyStored can write f: no encoding, nothing
-// computed while it is written (transformed tensors, CRC-32 slots), every
-// blob kept as its raw bytes (a coded blob is decoded by the blob reader),
-// and no digest of the whole file to check but the manifest's own, which
-// its verified blobs make up (a re-laid-out file is parsed and its tensors
-// re-hashed after).
-func copyable(f planFile, blobs *blobSource) bool {
+// computed while it is written (transformed tensors, CRC-32 slots), and no
+// digest of the whole file to check but the manifest's own, which its
+// verified blobs make up (a re-laid-out file is parsed and its tensors
+// re-hashed after). Coded blobs are copyable too: a job decodes each into
+// memory, verifies it there and writes it at its offset (runDecoded).
+func copyable(f planFile) bool {
 	if f.encoding != "" || f.want != nil && !f.stored {
 		return false
 	}
 	for _, pc := range f.pieces {
 		if pc.derived != nil || len(pc.crcs) > 0 {
-			return false
-		}
-		if c := blobs.recs[pc.blob].Coding; pc.literal == nil && !pc.zeros && c != 0 && c != store.CodingRaw {
 			return false
 		}
 	}
@@ -94,9 +96,11 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 		if rec.Size != pc.size {
 			return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
 		}
-		if n := len(jobs); n > 0 && rec.Encoding == store.EncodingPacked {
+		// A coded blob is a job of its own: its stored bytes are not its
+		// raw bytes, so it never joins a run copied as it lies.
+		if n := len(jobs); n > 0 && rec.Encoding == store.EncodingPacked && !rec.Coded() {
 			last := &jobs[n-1]
-			if len(last.pieces) > 0 && last.rec.Encoding == store.EncodingPacked && last.rec.Pack == rec.Pack &&
+			if len(last.pieces) > 0 && last.rec.Encoding == store.EncodingPacked && !last.rec.Coded() && last.rec.Pack == rec.Pack &&
 				last.rec.Offset+last.size == rec.Offset && last.off+last.size == off && last.size+pc.size <= maxCopyJob {
 				last.size += pc.size
 				last.pieces = last.pieces[:len(last.pieces)+1] // the pieces of a run are f.pieces[i-k:i+1]
@@ -118,7 +122,7 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 func bufferSmall(jobs []copyJob) []copyJob {
 	var out []copyJob
 	for _, j := range jobs {
-		if j.size >= smallJob || j.rec.Encoding == store.EncodingRaw {
+		if j.size >= smallJob || j.rec.Encoding == store.EncodingRaw || j.rec.Coded() {
 			out = append(out, j)
 			continue
 		}
@@ -170,6 +174,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 	if err := out.Truncate(f.size); err != nil {
 		return fmt.Errorf("checkout: %s: %w", f.path, err)
 	}
+	var writing sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(workers, 1))
 	for _, j := range jobs {
@@ -180,7 +185,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			if err := runCopyJob(blobs, out, f.path, j); err != nil {
+			if err := runCopyJob(blobs, out, &writing, f.path, j); err != nil {
 				return err
 			}
 			if prog != nil {
@@ -195,7 +200,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 	return ctx.Err() // an interrupt before the last job started
 }
 
-func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
+func runCopyJob(blobs *blobSource, out *os.File, writing *sync.Mutex, path string, j copyJob) error {
 	if j.parts != nil {
 		return runBuffered(blobs, out, path, j)
 	}
@@ -215,6 +220,9 @@ func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
 		}
 		return nil
 	}
+	if j.rec.Coded() {
+		return runDecoded(blobs, out, writing, path, j)
+	}
 	src, err := blobs.Locate(j.rec)
 	if err != nil {
 		return err
@@ -227,6 +235,34 @@ func runCopyJob(blobs *blobSource, out *os.File, path string, j copyJob) error {
 		return fmt.Errorf("checkout: write %s: %w", path, err)
 	}
 	return verifyWritten(out, path, j)
+}
+
+// runDecoded writes a coded blob's job: the blob reader decodes it
+// straight into a chunk buffer (a delta with its base) and verifies its raw
+// digest there; the verified bytes are written at the blob's offset with
+// one call. Jobs run up to copyStored's workers at once, in any order: the
+// decoding runs on every core, in memory bounded by a few chunks a worker
+// (the buffer, the stored bytes, a delta's base).
+func runDecoded(blobs *blobSource, out *os.File, writing *sync.Mutex, path string, j copyJob) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	data, err := blobs.Read(j.rec, (*bp)[:0])
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != j.size { // Read checked the digest, which names size bytes
+		return errs.New(errs.IntegrityError, "checkout", "blob %s decodes to %d bytes, the manifest needs %d", j.rec.Digest.Short(), len(data), j.size)
+	}
+	// One write a file at a time (decoding still runs on every core):
+	// buffered writes to one file take its inode lock in the kernel in
+	// turn anyway; waiting here parks the goroutine rather than the
+	// thread in the kernel.
+	writing.Lock()
+	defer writing.Unlock()
+	if _, err := out.WriteAt(data, j.off); err != nil {
+		return fmt.Errorf("checkout: write %s: %w", path, err)
+	}
+	return nil
 }
 
 // copyRange copies n bytes of src at soff to dst at doff, in the kernel

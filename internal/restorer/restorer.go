@@ -191,7 +191,7 @@ func writeAll(ctx context.Context, blobs pieceSource, p *plan, root string, opts
 	for _, f := range p.files {
 		g.Go(func() error {
 			write := writeFile
-			if bs, ok := blobs.(*blobSource); ok && copyable(f, bs) {
+			if bs, ok := blobs.(*blobSource); ok && copyable(f) {
 				write = func(ctx context.Context, _ pieceSource, f planFile, root string, n int, prog progress.Reporter) error {
 					return copyStored(ctx, bs, f, root, n, prog)
 				}

@@ -131,6 +131,9 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 		if len(delta)*100 < len(raw)*62 {
 			return coding, best // grouped alone does not get there on weights (~0.67)
 		}
+		if best != nil && !bytegroup.GroupedMayBeat(raw, width, len(best)) {
+			return coding, best // a sample says grouped would lose: not coded whole
+		}
 	}
 	if g := bytegroup.Encode(raw, width); len(g) < len(raw) && (best == nil || len(g) < len(best)) {
 		best, coding = g, CodingGrouped
