@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mstore/mstore/internal/store"
+)
+
+// TestRemoteGCPushRace: the race a grace period alone leaves open, made
+// deterministic. An interrupted push leaves blobs older than --grace 0 in
+// the bucket; the next push of that version finds them present and skips
+// them. In both orders of events gc deletes none of them while the push
+// can still name them, and the version pulled afterwards is complete:
+//   - the push is stopped between HasBlobs and its manifest: gc --grace 0
+//     (which a dry run shows would delete those very blobs) refuses,
+//     conflict, and deletes nothing; the push then completes;
+//   - gc holds its lock (stopped before marking): the push refuses,
+//     conflict, naming gc; after the gc it is pushed again and completes.
+//
+// The killed pushes' locks are stale (their processes are gone): gc
+// ignores and reports them, and --remove-stale-locks deletes them.
+func TestRemoteGCPushRace(t *testing.T) {
+	t.Parallel()
+	k, gw := s3RemoteKind(t)
+	bucket := k.fresh(t)
+	env := gw.Env()
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	interrupt := func(name string) {
+		t.Helper()
+		killed := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsSent), "push", bucket, name, "--jobs", "1")
+		if out := killed.wait(t); out.signal == 0 {
+			t.Fatalf("push did not die at its failpoint: %s", out)
+		}
+	}
+	pulled := func(name, want string) {
+		t.Helper()
+		b := newCLI(t)
+		b.transfer(env, "pull", bucket, name)
+		out := filepath.Join(t.TempDir(), "out")
+		b.ok("checkout", name, out)
+		requireSameTree(t, want, out)
+	}
+
+	// Order 1: the push found the left blobs present and is stopped.
+	interrupt("llm")
+	p := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsChecked+":stop"), "--json", "push", bucket, "llm")
+	p.waitStopped(t)
+	dry := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run")
+	if len(dry.Plan.Delete) == 0 {
+		t.Fatalf("dry run: %+v; want the interrupted push's blobs planned (the race this test closes)", dry)
+	}
+	var fresh, stale int
+	for _, l := range dry.Locks {
+		if l.Kind != "push" {
+			t.Errorf("lock %s of kind %q, want push", l.Key, l.Kind)
+		}
+		if l.Stale {
+			stale++
+		} else {
+			fresh++
+		}
+	}
+	if fresh != 1 || stale != 1 {
+		t.Fatalf("dry run locks %+v: want the stopped push's (held) and the killed push's (stale)", dry.Locks)
+	}
+	// What gc could delete: the bucket's blobs, packs and manifests.
+	objectFiles := func() (out []string) {
+		root := filepath.Join(gw.Dir, strings.TrimPrefix(bucket, "s3://"))
+		for _, sub := range []string{"blobs", "packs", "manifests"} {
+			out = append(out, listFiles(t, filepath.Join(root, sub))...)
+		}
+		return out
+	}
+	before := objectFiles()
+	if msg := a.failEnv(env, "conflict", "gc", "--remote", bucket, "--grace", "0s"); !strings.Contains(msg, "push") {
+		t.Errorf("gc beside a push: %q does not say a push is running", msg)
+	}
+	if after := objectFiles(); !equalStrings(before, after) {
+		t.Fatalf("a refused gc changed the bucket: %v", diffStrings(before, after))
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if out := p.wait(t); out.code != 0 {
+		t.Fatalf("push after the refused gc: %s\n%s", out, p.stderr.String())
+	}
+	res := a.remoteGC(env, "--remote", bucket, "--grace", "0s")
+	if res.Result == nil || len(res.Locks) != 1 || !res.Locks[0].Stale || res.Locks[0].Removed {
+		t.Fatalf("gc after the push: %+v; want it run, the killed push's lock reported stale and kept", res)
+	}
+	pulled("llm", fx.base)
+
+	// Order 2: gc holds its lock first.
+	a.add(fx.tuned, "--name", "ft")
+	interrupt("ft")
+	gc := a.start(append(env, "MSTORE_FAILPOINT="+store.FailRemoteGCLocked+":stop"), "--json", "gc", "--remote", bucket, "--grace", "0s")
+	gc.waitStopped(t)
+	if msg := a.failEnv(env, "conflict", "push", bucket, "ft"); !strings.Contains(msg, "gc --remote is collecting") {
+		t.Errorf("push beside a gc: %q does not say gc is running", msg)
+	}
+	gc.cmd.Process.Signal(syscall.SIGCONT)
+	if out := gc.wait(t); out.code != 0 {
+		t.Fatalf("gc after the refused push: %s\n%s", out, gc.stderr.String())
+	}
+	a.transfer(env, "push", bucket, "ft") // sends anew what gc deleted
+	pulled("ft", fx.tuned)
+	pulled("llm", fx.base)
+
+	// The two killed pushes' locks go with --remove-stale-locks.
+	res = a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--remove-stale-locks")
+	if len(res.Locks) != 2 || !res.Locks[0].Removed || !res.Locks[1].Removed {
+		t.Fatalf("gc --remove-stale-locks: %+v; want both stale locks removed", res.Locks)
+	}
+	if dry := a.remoteGC(env, "--remote", bucket, "--dry-run"); len(dry.Locks) != 0 {
+		t.Fatalf("locks left after --remove-stale-locks: %+v", dry.Locks)
+	}
+}
