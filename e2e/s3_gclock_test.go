@@ -14,9 +14,11 @@ import (
 // the bucket; the next push of that version finds them present and skips
 // them. In both orders of events gc deletes none of them while the push
 // can still name them, and the version pulled afterwards is complete:
-//   - the push is stopped between HasBlobs and its manifest: gc --grace 0
-//     (which a dry run shows would delete those very blobs) refuses,
-//     conflict, and deletes nothing; the push then completes;
+//   - the push is stopped between HasBlobs and its manifest, or between
+//     its manifest and its ref: gc --grace 0 (which a dry run shows would
+//     delete those very blobs) refuses, conflict, and deletes nothing; the
+//     push then completes (without the locks gc deletes the blobs, a pack,
+//     the manifest, and the push fails not_found);
 //   - gc holds its lock (stopped before marking): the push refuses,
 //     conflict, naming gc; after the gc it is pushed again and completes.
 //
@@ -46,28 +48,6 @@ func TestRemoteGCPushRace(t *testing.T) {
 		requireSameTree(t, want, out)
 	}
 
-	// Order 1: the push found the left blobs present and is stopped.
-	interrupt("llm")
-	p := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsChecked+":stop"), "--json", "push", bucket, "llm")
-	p.waitStopped(t)
-	dry := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run")
-	if len(dry.Plan.Delete) == 0 {
-		t.Fatalf("dry run: %+v; want the interrupted push's blobs planned (the race this test closes)", dry)
-	}
-	var fresh, stale int
-	for _, l := range dry.Locks {
-		if l.Kind != "push" {
-			t.Errorf("lock %s of kind %q, want push", l.Key, l.Kind)
-		}
-		if l.Stale {
-			stale++
-		} else {
-			fresh++
-		}
-	}
-	if fresh != 1 || stale != 1 {
-		t.Fatalf("dry run locks %+v: want the stopped push's (held) and the killed push's (stale)", dry.Locks)
-	}
 	// What gc could delete: the bucket's blobs, packs and manifests.
 	objectFiles := func() (out []string) {
 		root := filepath.Join(gw.Dir, strings.TrimPrefix(bucket, "s3://"))
@@ -76,22 +56,54 @@ func TestRemoteGCPushRace(t *testing.T) {
 		}
 		return out
 	}
-	before := objectFiles()
-	if msg := a.failEnv(env, "conflict", "gc", "--remote", bucket, "--grace", "0s"); !strings.Contains(msg, "push") {
-		t.Errorf("gc beside a push: %q does not say a push is running", msg)
+	// Order 1: the push found the left blobs present and is stopped,
+	// before its manifest, then before its ref moves.
+	models := map[string]string{store.FailPushBlobsChecked: fx.base,
+		store.FailPushManifestPut: filepath.Dir(writeFile(t, filepath.Join(t.TempDir(), "m2", "m.safetensors"), safetensorsFile(smallModel(91), nil)))}
+	for i, stop := range []string{store.FailPushBlobsChecked, store.FailPushManifestPut} {
+		name := []string{"llm", "m2"}[i]
+		if name != "llm" {
+			a.add(models[stop], "--name", name)
+		}
+		interrupt(name)
+		p := a.start(append(env, "MSTORE_FAILPOINT="+stop+":stop"), "--json", "push", bucket, name)
+		p.waitStopped(t)
+		dry := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run")
+		if len(dry.Plan.Delete) == 0 && stop == store.FailPushBlobsChecked {
+			t.Fatalf("dry run: %+v; want the interrupted push's blobs planned (the race this test closes)", dry)
+		}
+		var fresh, stale int
+		for _, l := range dry.Locks {
+			if l.Kind != "push" {
+				t.Errorf("lock %s of kind %q, want push", l.Key, l.Kind)
+			}
+			if l.Stale {
+				stale++
+			} else {
+				fresh++
+			}
+		}
+		if fresh != 1 || stale != i+1 {
+			t.Errorf("stopped at %s: dry run locks %+v: want the stopped push's (held) and the killed pushes' (stale)", stop, dry.Locks)
+		}
+		before := objectFiles()
+		// Not failEnv: should gc run, the test goes on to show what is lost.
+		if r := execMstore(t, env, "--store", a.store, "gc", "--remote", bucket, "--grace", "0s"); r.code != exitCodes["conflict"] || !strings.Contains(r.stderr, "a push into") {
+			t.Errorf("gc beside a push stopped at %s: want a conflict saying a push is running\n%s", stop, r)
+		}
+		if after := objectFiles(); !equalStrings(before, after) {
+			t.Errorf("a refused gc changed the bucket: %v", diffStrings(before, after))
+		}
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		if out := p.wait(t); out.code != 0 {
+			t.Fatalf("push stopped at %s, after the refused gc: %s\n%s", stop, out, p.stderr.String())
+		}
+		res := a.remoteGC(env, "--remote", bucket, "--grace", "0s")
+		if res.Result == nil || len(res.Locks) != i+1 || !res.Locks[0].Stale || res.Locks[0].Removed {
+			t.Fatalf("gc after the push: %+v; want it run, the killed pushes' locks reported stale and kept", res)
+		}
+		pulled(name, models[stop])
 	}
-	if after := objectFiles(); !equalStrings(before, after) {
-		t.Fatalf("a refused gc changed the bucket: %v", diffStrings(before, after))
-	}
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	if out := p.wait(t); out.code != 0 {
-		t.Fatalf("push after the refused gc: %s\n%s", out, p.stderr.String())
-	}
-	res := a.remoteGC(env, "--remote", bucket, "--grace", "0s")
-	if res.Result == nil || len(res.Locks) != 1 || !res.Locks[0].Stale || res.Locks[0].Removed {
-		t.Fatalf("gc after the push: %+v; want it run, the killed push's lock reported stale and kept", res)
-	}
-	pulled("llm", fx.base)
 
 	// Order 2: gc holds its lock first.
 	a.add(fx.tuned, "--name", "ft")
@@ -108,11 +120,12 @@ func TestRemoteGCPushRace(t *testing.T) {
 	a.transfer(env, "push", bucket, "ft") // sends anew what gc deleted
 	pulled("ft", fx.tuned)
 	pulled("llm", fx.base)
+	pulled("m2", models[store.FailPushManifestPut])
 
-	// The two killed pushes' locks go with --remove-stale-locks.
-	res = a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--remove-stale-locks")
-	if len(res.Locks) != 2 || !res.Locks[0].Removed || !res.Locks[1].Removed {
-		t.Fatalf("gc --remove-stale-locks: %+v; want both stale locks removed", res.Locks)
+	// The three killed pushes' locks go with --remove-stale-locks.
+	res := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--remove-stale-locks")
+	if len(res.Locks) != 3 || !res.Locks[0].Removed || !res.Locks[1].Removed || !res.Locks[2].Removed {
+		t.Fatalf("gc --remove-stale-locks: %+v; want the three stale locks removed", res.Locks)
 	}
 	if dry := a.remoteGC(env, "--remote", bucket, "--dry-run"); len(dry.Locks) != 0 {
 		t.Fatalf("locks left after --remove-stale-locks: %+v", dry.Locks)

@@ -54,6 +54,8 @@ const (
 	FailPushBlobsSent = "push-blobs-sent"
 	// FailPushBlobsChecked: a push has asked the remote which blobs it has, before sending any.
 	FailPushBlobsChecked = "push-blobs-checked"
+	// FailPushManifestPut: a push has written its manifest, before its ref or tag moves.
+	FailPushManifestPut = "push-manifest-put"
 	// FailRemoteGCLocked: gc --remote holds the bucket's gc lock, before it marks and deletes.
 	FailRemoteGCLocked = "remote-gc-locked"
 )

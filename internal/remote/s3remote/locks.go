@@ -1,12 +1,14 @@
 package s3remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,8 +63,10 @@ type lockDoc struct {
 type Lock struct {
 	r    *Remote
 	key  string
+	doc  []byte // unique to this holder (pid and time to the nanosecond)
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
 }
 
 func (r *Remote) lockKey(name string) string { return r.prefix + "locks/" + name }
@@ -73,7 +77,7 @@ var errHeld = errors.New("held")
 func (r *Remote) takeLock(ctx context.Context, name, kind string) (*Lock, error) {
 	host, _ := os.Hostname()
 	doc, _ := json.Marshal(lockDoc{Kind: kind, Host: host, PID: os.Getpid(), Time: time.Now().UTC()})
-	l := &Lock{r: r, key: r.lockKey(name), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{r: r, key: r.lockKey(name), doc: doc, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := r.put(ctx, l.key, doc, true, ""); isPrecondition(err) {
 		return nil, errHeld
 	} else if err != nil {
@@ -88,18 +92,35 @@ func (r *Remote) takeLock(ctx context.Context, name, kind string) (*Lock, error)
 			case <-l.stop:
 				return
 			case <-t.C:
-				r.put(context.WithoutCancel(ctx), l.key, doc, false, "") // a failed refresh is retried next tick
+				ctx := context.WithoutCancel(ctx)
+				etag, ok := l.owned(ctx)
+				if !ok {
+					return // removed as stale, maybe taken by another: not ours to write
+				}
+				r.put(ctx, l.key, doc, false, etag) // a failed refresh is retried next tick
 			}
 		}
 	}()
 	return l, nil
 }
 
-// Release stops refreshing the lock and deletes it.
+// owned reports whether the lock object is still this holder's, and its ETag.
+func (l *Lock) owned(ctx context.Context) (string, bool) {
+	b, etag, err := l.r.get(ctx, l.key, maxLockDoc, minio.GetObjectOptions{})
+	return etag, err == nil && bytes.Equal(b, l.doc)
+}
+
+// Release stops refreshing the lock and deletes it if it is still this
+// holder's (a gc may have removed it as stale, and another taken it).
 func (l *Lock) Release() {
-	close(l.stop)
-	<-l.done
-	l.r.c.RemoveObject(context.Background(), l.r.bucket, l.key, minio.RemoveObjectOptions{})
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		ctx := context.Background()
+		if _, ok := l.owned(ctx); ok {
+			l.r.c.RemoveObject(ctx, l.r.bucket, l.key, minio.RemoveObjectOptions{})
+		}
+	})
 }
 
 // readLock describes the lock object o; one that does not parse is of
