@@ -131,3 +131,55 @@ func TestRemoteGCPushRace(t *testing.T) {
 		t.Fatalf("locks left after --remove-stale-locks: %+v", dry.Locks)
 	}
 }
+
+// TestRemoteGCPushThroughServe: a push through serve --remote s3:// holds
+// the bucket's push lock too (the server takes it for the client), in
+// both orders: gc refuses beside a push stopped after HasBlobs, and a push
+// through the server refuses while gc holds its lock. The version pulled
+// afterwards is complete, and the server leaves no lock behind.
+func TestRemoteGCPushThroughServe(t *testing.T) {
+	t.Parallel()
+	k, gw := s3RemoteKind(t)
+	bucket := k.fresh(t)
+	env := gw.Env()
+	tok := tokenFile(t)
+	srv := startServe(t, filepath.Join(t.TempDir(), "unused"), "127.0.0.1:0", env, "--remote", bucket, "--allow-push", "--token-file", tok)
+	push := []string{"MSTORE_TOKEN=" + testToken}
+	fx := newRemoteFixture(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	killed := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsSent), "push", bucket, "llm", "--jobs", "1")
+	if out := killed.wait(t); out.signal == 0 {
+		t.Fatalf("push did not die at its failpoint: %s", out)
+	}
+
+	p := a.start(append(push, "MSTORE_FAILPOINT="+store.FailPushBlobsChecked+":stop"), "push", srv.url, "llm")
+	p.waitStopped(t)
+	if r := execMstore(t, env, "--store", a.store, "gc", "--remote", bucket, "--grace", "0s"); r.code != exitCodes["conflict"] || !strings.Contains(r.stderr, "a push into") {
+		t.Errorf("gc beside a push through serve: want a conflict saying a push is running\n%s", r)
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if out := p.wait(t); out.code != 0 {
+		t.Fatalf("push through serve after the refused gc: %s\n%s", out, p.stderr.String())
+	}
+
+	a.add(fx.tuned, "--name", "llm")
+	gc := a.start(append(env, "MSTORE_FAILPOINT="+store.FailRemoteGCLocked+":stop"), "gc", "--remote", bucket, "--grace", "0s")
+	gc.waitStopped(t)
+	if msg := a.failEnv(push, "conflict", "push", srv.url, "llm"); !strings.Contains(msg, "gc --remote is collecting") {
+		t.Errorf("push through serve beside a gc: %q does not say gc is running", msg)
+	}
+	gc.cmd.Process.Signal(syscall.SIGCONT)
+	if out := gc.wait(t); out.code != 0 {
+		t.Fatalf("gc after the refused push: %s\n%s", out, gc.stderr.String())
+	}
+	a.transfer(push, "push", srv.url, "llm")
+	b := newCLI(t)
+	b.transfer(env, "pull", bucket, "llm")
+	out := filepath.Join(t.TempDir(), "out")
+	b.ok("checkout", "llm", out)
+	requireSameTree(t, fx.tuned, out)
+	if dry := a.remoteGC(env, "--remote", bucket, "--dry-run"); len(dry.Locks) != 1 || !dry.Locks[0].Stale {
+		t.Fatalf("locks after the pushes through serve: %+v; want only the killed push's, stale", dry.Locks)
+	}
+}

@@ -136,6 +136,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
+	store.Failpoint(store.FailPushManifestPut)
 	// The manifest counts as one blob (a store keeps it as one too).
 	if created {
 		res.BlobsMoved++
