@@ -32,13 +32,6 @@ func TestRemoteGCPushRace(t *testing.T) {
 	fx := newRemoteFixture(t)
 	a := newCLI(t)
 	a.add(fx.base, "--name", "llm")
-	interrupt := func(name string) {
-		t.Helper()
-		killed := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsSent), "push", bucket, name, "--jobs", "1")
-		if out := killed.wait(t); out.signal == 0 {
-			t.Fatalf("push did not die at its failpoint: %s", out)
-		}
-	}
 	pulled := func(name, want string) {
 		t.Helper()
 		b := newCLI(t)
@@ -65,7 +58,7 @@ func TestRemoteGCPushRace(t *testing.T) {
 		if name != "llm" {
 			a.add(models[stop], "--name", name)
 		}
-		interrupt(name)
+		a.interruptPush(env, bucket, name)
 		p := a.start(append(env, "MSTORE_FAILPOINT="+stop+":stop"), "--json", "push", bucket, name)
 		p.waitStopped(t)
 		dry := a.remoteGC(env, "--remote", bucket, "--grace", "0s", "--dry-run")
@@ -107,7 +100,7 @@ func TestRemoteGCPushRace(t *testing.T) {
 
 	// Order 2: gc holds its lock first.
 	a.add(fx.tuned, "--name", "ft")
-	interrupt("ft")
+	a.interruptPush(env, bucket, "ft")
 	gc := a.start(append(env, "MSTORE_FAILPOINT="+store.FailRemoteGCLocked+":stop"), "--json", "gc", "--remote", bucket, "--grace", "0s")
 	gc.waitStopped(t)
 	if msg := a.failEnv(env, "conflict", "push", bucket, "ft"); !strings.Contains(msg, "gc --remote is collecting") {
@@ -148,10 +141,7 @@ func TestRemoteGCPushThroughServe(t *testing.T) {
 	fx := newRemoteFixture(t)
 	a := newCLI(t)
 	a.add(fx.base, "--name", "llm")
-	killed := a.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsSent), "push", bucket, "llm", "--jobs", "1")
-	if out := killed.wait(t); out.signal == 0 {
-		t.Fatalf("push did not die at its failpoint: %s", out)
-	}
+	a.interruptPush(env, bucket, "llm")
 
 	p := a.start(append(push, "MSTORE_FAILPOINT="+store.FailPushBlobsChecked+":stop"), "push", srv.url, "llm")
 	p.waitStopped(t)
@@ -181,5 +171,15 @@ func TestRemoteGCPushThroughServe(t *testing.T) {
 	requireSameTree(t, fx.tuned, out)
 	if dry := a.remoteGC(env, "--remote", bucket, "--dry-run"); len(dry.Locks) != 1 || !dry.Locks[0].Stale {
 		t.Fatalf("locks after the pushes through serve: %+v; want only the killed push's, stale", dry.Locks)
+	}
+}
+
+// interruptPush kills a push of name to bucket after its first batch of
+// blobs: they stay in the bucket, named by no manifest.
+func (c *cli) interruptPush(env []string, bucket, name string) {
+	c.t.Helper()
+	killed := c.start(append(env, "MSTORE_FAILPOINT="+store.FailPushBlobsSent), "push", bucket, name, "--jobs", "1")
+	if out := killed.wait(c.t); out.signal == 0 {
+		c.t.Fatalf("push did not die at its failpoint: %s", out)
 	}
 }
