@@ -105,7 +105,13 @@ func TestServeRestartedDuringPush(t *testing.T) {
 
 type remoteGCResult struct {
 	DryRun bool `json:"dry_run"`
-	Plan   struct {
+	Locks  []struct {
+		Key     string `json:"key"`
+		Kind    string `json:"kind"`
+		Stale   bool   `json:"stale"`
+		Removed bool   `json:"removed"`
+	} `json:"locks"`
+	Plan struct {
 		Delete    []struct{ Key string } `json:"delete"`
 		KeptYoung []struct{ Key string } `json:"kept_young"`
 	} `json:"plan"`
@@ -125,9 +131,10 @@ func (c *cli) remoteGC(env []string, args ...string) remoteGCResult {
 	return res
 }
 
-// TestRemoteGC: gc of a bucket keeps everything a push in flight has sent
-// (it is younger than --grace) and every version a ref or tag names, and
-// deletes what an interrupted push left once the grace period is waived.
+// TestRemoteGC: gc of a bucket refuses to delete while a push holds its
+// lock (a dry run plans, keeping what the push has sent as younger than
+// --grace), keeps every version a ref or tag names, and deletes what an
+// interrupted push left once the grace period is waived.
 func TestRemoteGC(t *testing.T) {
 	t.Parallel()
 	k, gw := s3RemoteKind(t)
@@ -142,9 +149,10 @@ func TestRemoteGC(t *testing.T) {
 
 	p := a.start(append(env, "MSTORE_FAILPOINT=push-blobs-sent:stop"), "push", bucket, "llm-ft", "--jobs", "1")
 	p.waitStopped(t)
-	res := a.remoteGC(env, "--remote", bucket)
-	if res.Result == nil || res.Result.Deleted != 0 || len(res.Plan.KeptYoung) == 0 {
-		t.Fatalf("gc during a push: %+v; want nothing deleted and the push's blobs kept as young", res)
+	a.failEnv(env, "conflict", "gc", "--remote", bucket)
+	res := a.remoteGC(env, "--remote", bucket, "--dry-run")
+	if len(res.Plan.Delete) != 0 || len(res.Plan.KeptYoung) == 0 {
+		t.Fatalf("dry run during a push: %+v; want nothing to delete and the push's blobs kept as young", res)
 	}
 	p.cmd.Process.Signal(syscall.SIGCONT)
 	if out := p.wait(t); out.code != 0 {

@@ -22,6 +22,7 @@ var gcCommand = &cli.Command{
 		&cli.DurationFlag{Name: "grace", Value: gc.DefaultGrace, Usage: "delete files no index record names (left by crashed commands) only when older than this"},
 		&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, Usage: "how long to wait for running adds and checkouts"},
 		&cli.StringFlag{Name: "remote", Usage: "collect a bucket remote (s3://BUCKET/PREFIX) instead of the store"},
+		&cli.BoolFlag{Name: "remove-stale-locks", Usage: "with --remote: delete lock objects of pushes or gcs that are gone (not refreshed for 30m, or their process on this host has exited)"},
 		&cli.StringFlag{Name: "endpoint-url", Usage: "the object store of the --remote bucket (default $AWS_ENDPOINT_URL)"},
 		&cli.StringFlag{Name: "region", Usage: "its region (default $AWS_REGION, else us-east-1)"},
 	},

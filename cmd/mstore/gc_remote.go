@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -10,10 +12,11 @@ import (
 )
 
 type remoteGCOutput struct {
-	Remote string             `json:"remote"`
-	DryRun bool               `json:"dry_run"`
-	Plan   *s3remote.GCPlan   `json:"plan"`
-	Result *s3remote.GCResult `json:"result,omitempty"`
+	Remote string              `json:"remote"`
+	DryRun bool                `json:"dry_run"`
+	Locks  []s3remote.LockInfo `json:"locks"` // others' locks: with --dry-run all, else the stale ones gc ignored
+	Plan   *s3remote.GCPlan    `json:"plan"`
+	Result *s3remote.GCResult  `json:"result,omitempty"`
 }
 
 // remoteGC is `gc --remote`: a bucket remote is collected by planning
@@ -42,12 +45,26 @@ func remoteGC(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	grace := c.Duration("grace")
-	plan, err := r.PlanGC(c.Context, grace)
+	out := remoteGCOutput{Remote: c.String("remote"), DryRun: c.Bool("dry-run")}
+	if out.DryRun {
+		out.Locks, err = r.Locks(c.Context)
+	} else {
+		// Held from before the marking until the last delete: a push in
+		// flight refuses to start, or gc refuses while it runs.
+		var lock *s3remote.Lock
+		lock, out.Locks, err = r.LockGC(c.Context, c.Bool("remove-stale-locks"))
+		if err == nil {
+			defer lock.Release()
+			store.Failpoint(store.FailRemoteGCLocked)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	out := remoteGCOutput{Remote: c.String("remote"), DryRun: c.Bool("dry-run"), Plan: plan}
+	if out.Plan, err = r.PlanGC(c.Context, c.Duration("grace")); err != nil {
+		return err
+	}
+	plan := out.Plan
 	if !out.DryRun {
 		out.Result, err = r.ExecuteGC(c.Context, plan)
 		if out.Result == nil {
@@ -59,6 +76,16 @@ func remoteGC(c *cli.Context) error {
 			err = perr
 		}
 		return err
+	}
+	for _, k := range out.Locks {
+		state := "held"
+		switch {
+		case k.Removed:
+			state = "stale, removed"
+		case k.Stale:
+			state = "stale, ignored (--remove-stale-locks deletes it)"
+		}
+		e.printf("lock   %s (%s, host %s pid %d, refreshed %s): %s\n", k.Key, k.Kind, k.Host, k.PID, k.Refreshed.Format(time.RFC3339), state)
 	}
 	if out.DryRun {
 		for _, o := range plan.Delete {

@@ -76,6 +76,14 @@ type Remote interface {
 	Close() error
 }
 
+// PushLocker is a remote with no server of its own to order a push
+// against its gc (a bucket): a push holds LockPush's lock from before it
+// asks HasBlobs until its ref or tag has moved, so that no gc deletes a
+// blob the push found present. A gc running is a conflict.
+type PushLocker interface {
+	LockPush(ctx context.Context) (release func(), err error)
+}
+
 // MissingBlobsError refuses a manifest whose blobs are not all present.
 type MissingBlobsError struct {
 	Manifest objects.Digest

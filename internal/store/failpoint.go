@@ -52,4 +52,10 @@ const (
 	FailPullBlobsRecorded = "pull-blobs-recorded"
 	// FailPushBlobsSent: a push has had its first request of blobs accepted by the remote.
 	FailPushBlobsSent = "push-blobs-sent"
+	// FailPushBlobsChecked: a push has asked the remote which blobs it has, before sending any.
+	FailPushBlobsChecked = "push-blobs-checked"
+	// FailPushManifestPut: a push has written its manifest, before its ref or tag moves.
+	FailPushManifestPut = "push-manifest-put"
+	// FailRemoteGCLocked: gc --remote holds the bucket's gc lock, before it marks and deletes.
+	FailRemoteGCLocked = "remote-gc-locked"
 )

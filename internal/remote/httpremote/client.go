@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -52,11 +53,15 @@ type Client struct {
 	// maxWait caps Retry-After (ClientOptions.MaxRetryAfter).
 	maxWait time.Duration
 	caps    Capabilities
+	// pushLock is the id of the push lock the server holds for this
+	// client (locks.go), sent with every request.
+	pushLock atomic.Pointer[string]
 }
 
 var (
-	_ remote.Remote = (*Client)(nil)
-	_ remote.Coder  = (*Client)(nil)
+	_ remote.Remote     = (*Client)(nil)
+	_ remote.Coder      = (*Client)(nil)
+	_ remote.PushLocker = (*Client)(nil)
 )
 
 // New connects to the server at base and reads its capabilities.
@@ -208,6 +213,9 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ct
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if id := c.pushLock.Load(); id != nil {
+		req.Header.Set(lockHeader, *id)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -66,6 +66,8 @@ type server struct {
 	slot chan struct{}
 	push [32]byte
 	read [32]byte
+
+	locks heldLocks // locks.go
 }
 
 // NewHandler returns the handler of the /v1/ protocol over o.Backend.
@@ -91,6 +93,8 @@ func NewHandler(o ServerOptions) http.Handler {
 	mux.HandleFunc("POST /v1/refs", s.pushable(s.moveRef))
 	mux.HandleFunc("GET /v1/tags", s.readable(s.getTag))
 	mux.HandleFunc("PUT /v1/tags", s.pushable(s.createTag))
+	mux.HandleFunc("POST /v1/locks/push", s.pushable(s.lockPush))
+	mux.HandleFunc("DELETE /v1/locks/push/{id}", s.pushable(s.unlockPush))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if o.Web != nil && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") {
 			s.readable(o.Web.ServeHTTP)(w, r)
@@ -98,7 +102,7 @@ func NewHandler(o ServerOptions) http.Handler {
 		}
 		fail(w, errs.New(errs.NotFound, "serve", "no endpoint %s %s (this server speaks /v1/; see /v1/capabilities)", r.Method, r.URL.Path))
 	})
-	return s.limit(mux)
+	return s.limit(s.touchLocks(mux))
 }
 
 // NewServer wraps h in an http.Server with bounded headers and timeouts.

@@ -7,6 +7,7 @@
 //	PREFIX/manifests/HEX       a manifest's canonical bytes
 //	PREFIX/refs/NAME:ref       {"name","history":[{"digest","message","time"}…]}, newest first
 //	PREFIX/tags/NAME:TAG       {"digest"}
+//	PREFIX/locks/push-RANDOM   a push in progress; locks/gc: a gc (locks.go)
 //
 // (':' never appears in a name, so no key is a prefix "directory" of
 // another on file-system backed servers.) Blobs, manifests and tags are

@@ -54,7 +54,10 @@ type Remote struct {
 	packs packCache // see packs.go
 }
 
-var _ remote.Remote = (*Remote)(nil)
+var (
+	_ remote.Remote     = (*Remote)(nil)
+	_ remote.PushLocker = (*Remote)(nil)
+)
 
 // Open parses s3://BUCKET[/PREFIX] and connects.
 func Open(u string, o Options) (*Remote, error) {

@@ -79,6 +79,13 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 			return nil, errs.New(errs.Conflict, "push", "tag %s on %s already names %s, not %s; tags never move (choose another tag)", o.Version, o.RemoteName, old.Short(), d.Short())
 		}
 	}
+	if pl, ok := r.(remote.PushLocker); ok {
+		release, err := pl.LockPush(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release() // after the ref or tag has moved
+	}
 	need := m.Blobs()
 	var missing []objects.Digest
 	for i := 0; i < len(need); i += remote.MaxHasBlobs {
@@ -97,6 +104,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 		}
 	}
 	res.BlobsPresent = len(need) - len(missing)
+	store.Failpoint(store.FailPushBlobsChecked)
 	sizes := make(map[objects.Digest]int64, len(recs))
 	for dg, rec := range recs {
 		sizes[dg] = rec.Size
@@ -128,6 +136,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
+	store.Failpoint(store.FailPushManifestPut)
 	// The manifest counts as one blob (a store keeps it as one too).
 	if created {
 		res.BlobsMoved++
