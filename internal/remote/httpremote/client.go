@@ -26,8 +26,10 @@ type ClientOptions struct {
 	// Token is sent as a bearer token, and never to another host after a
 	// redirect.
 	Token string
-	// StallTimeout is how long the client goes on retrying without any
-	// request succeeding before it gives up; zero means a minute.
+	// StallTimeout is how long a request may go without a byte of its
+	// answer arriving (a slow answer that keeps moving is never cut off),
+	// and how long the client goes on retrying without any request
+	// succeeding before it gives up; zero means a minute.
 	StallTimeout time.Duration
 	// MaxRetryAfter caps the wait a server's Retry-After asks for; zero
 	// means 30 s.
@@ -195,8 +197,8 @@ func (c *Client) doWith(ctx context.Context, method, path string, query url.Valu
 var errNoRetry = errors.New("remote: bad response")
 
 func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ctype string, payload []byte, out any, read func(*http.Response) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.stall)
-	defer cancel()
+	ctx, watch, stop := withStall(ctx, c.stall)
+	defer stop()
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
@@ -204,6 +206,14 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ct
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
+	}
+	if payload != nil {
+		// An upload that moves is progress too; the length and GetBody
+		// (for a redirect) stay those of the payload.
+		req.Body = io.NopCloser(watch.sending(bytes.NewReader(payload)))
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(watch.sending(bytes.NewReader(payload))), nil
+		}
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -219,17 +229,22 @@ func (c *Client) once(ctx context.Context, method, u string, hdr http.Header, ct
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return err
+		return stallCause(ctx, err)
 	}
 	defer resp.Body.Close()
+	watch.moved()
+	watch.body(resp)
 	if resp.StatusCode >= 300 {
 		return c.failure(resp, method+" "+u+": ")
 	}
 	if read != nil {
-		return read(resp)
+		return stallCause(ctx, read(resp))
 	}
 	if out != nil {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxJSONBody)).Decode(out); err != nil {
+			if ctx.Err() != nil {
+				return stallCause(ctx, err)
+			}
 			return fmt.Errorf("%w: %s %s: %v", errNoRetry, method, u, err)
 		}
 	}
@@ -348,17 +363,19 @@ func (c *Client) doRange(ctx context.Context, d objects.Digest, off, n int64, ou
 }
 
 func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
-	ctx, cancel := context.WithTimeout(req.Context(), c.stall)
-	defer cancel()
+	ctx, watch, stop := withStall(req.Context(), c.stall)
+	defer stop()
 	req = req.WithContext(ctx)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return err
+		return stallCause(ctx, err)
 	}
 	defer resp.Body.Close()
+	watch.moved()
+	watch.body(resp)
 	if resp.StatusCode >= 300 {
 		return c.failure(resp, "")
 	}
@@ -370,11 +387,11 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 		// The usual case: one allocation of the right size, no regrowing.
 		b = make([]byte, resp.ContentLength)
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
-			return err
+			return stallCause(ctx, err)
 		}
 	} else {
 		if b, err = io.ReadAll(io.LimitReader(resp.Body, objects.ChunkSize+1)); err != nil {
-			return err
+			return stallCause(ctx, err)
 		}
 		if len(b) > objects.ChunkSize {
 			return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
