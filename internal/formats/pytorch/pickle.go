@@ -282,49 +282,34 @@ func (m *machine) step(op byte, name string, at int) error {
 		}
 		return m.push(v, at)
 	case opReduce:
-		args, err := m.pop(name, at)
-		if err != nil {
-			return err
-		}
-		fn, err := m.top(name, at)
-		if err != nil {
-			return err
-		}
-		v, err := m.reduce(*fn, args, at)
-		if err != nil {
-			return err
-		}
-		*fn = v
-		return nil
+		return m.applyToTop(name, at, func(fn, args value) (value, error) { return m.reduce(fn, args, at) })
 	case opNewObj:
-		args, err := m.pop(name, at)
-		if err != nil {
-			return err
-		}
-		cls, err := m.top(name, at)
-		if err != nil {
-			return err
-		}
-		v, err := m.newObj(*cls, args, at)
-		if err != nil {
-			return err
-		}
-		*cls = v
-		return nil
+		return m.applyToTop(name, at, func(cls, args value) (value, error) { return m.newObj(cls, args, at) })
 	case opBuild:
-		state, err := m.pop(name, at)
-		if err != nil {
-			return err
-		}
-		inst, err := m.top(name, at)
-		if err != nil {
-			return err
-		}
-		return m.build(*inst, state, at)
+		return m.applyToTop(name, at, func(inst, state value) (value, error) { return inst, m.build(inst, state, at) })
 	case opAppend, opAppends, opSetItem, opSetItems:
 		return m.fill(op, name, at)
 	}
 	return m.refuse(op, name, at)
+}
+
+// applyToTop pops an argument and replaces the value under it with
+// f(value, argument): REDUCE, NEWOBJ and BUILD.
+func (m *machine) applyToTop(name string, at int, f func(top, arg value) (value, error)) error {
+	arg, err := m.pop(name, at)
+	if err != nil {
+		return err
+	}
+	top, err := m.top(name, at)
+	if err != nil {
+		return err
+	}
+	v, err := f(*top, arg)
+	if err != nil {
+		return err
+	}
+	*top = v
+	return nil
 }
 
 func (m *machine) tuple(op byte, name string, at int) error {
