@@ -31,23 +31,20 @@ type heldLocks struct {
 	rel  map[string]func()
 }
 
-func (s *server) lockPush(w http.ResponseWriter, r *http.Request) {
+func (s *server) lockPush(w http.ResponseWriter, r *http.Request) error {
 	pl, ok := s.o.Backend.(remote.PushLocker)
 	if !ok {
-		fail(w, errs.New(errs.NotFound, "serve", "this server's backend takes no push lock"))
-		return
+		return errs.New(errs.NotFound, "serve", "this server's backend takes no push lock")
 	}
 	s.locks.mu.Lock()
 	n := len(s.locks.held)
 	s.locks.mu.Unlock()
 	if n >= maxHeldLocks {
-		fail(w, errs.New(errs.SizeLimitExceeded, "serve", "%d pushes hold locks already; push again later", n))
-		return
+		return errs.New(errs.SizeLimitExceeded, "serve", "%d pushes hold locks already; push again later", n)
 	}
 	release, err := pl.LockPush(r.Context())
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var rnd [16]byte
 	rand.Read(rnd[:])
@@ -60,14 +57,15 @@ func (s *server) lockPush(w http.ResponseWriter, r *http.Request) {
 	s.locks.held[id] = time.AfterFunc(lockIdle, func() { s.locks.release(id) })
 	s.locks.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"id": id})
+	return nil
 }
 
-func (s *server) unlockPush(w http.ResponseWriter, r *http.Request) {
+func (s *server) unlockPush(w http.ResponseWriter, r *http.Request) error {
 	if !s.locks.release(r.PathValue("id")) {
-		fail(w, errs.New(errs.NotFound, "serve", "no push lock %q here (released after %s idle, or held by a server since restarted)", r.PathValue("id"), lockIdle))
-		return
+		return errs.New(errs.NotFound, "serve", "no push lock %q here (released after %s idle, or held by a server since restarted)", r.PathValue("id"), lockIdle)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // release releases the lock id; false if this server holds none of that id.

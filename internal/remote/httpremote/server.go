@@ -81,20 +81,20 @@ func NewHandler(o ServerOptions) http.Handler {
 	s := &server{o: o, slot: make(chan struct{}, o.MaxConcurrent)}
 	s.push, s.read = sha256.Sum256([]byte(o.PushToken)), sha256.Sum256([]byte(o.ReadToken))
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/capabilities", s.readable(s.capabilities))
-	mux.HandleFunc("POST /v1/blobs/has", s.readable(s.hasBlobs))
-	mux.HandleFunc("GET /v1/blobs/{digest}", s.readable(s.getBlob))
-	mux.HandleFunc("POST /v1/blobs/get", s.readable(s.getBlobs))
-	mux.HandleFunc("POST /v1/blobs", s.pushable(s.putBlobs))
-	mux.HandleFunc("POST /v1/blobs/coded", s.pushable(s.putCoded))
-	mux.HandleFunc("GET /v1/manifests/{digest}", s.readable(s.getManifest))
-	mux.HandleFunc("PUT /v1/manifests/{digest}", s.pushable(s.putManifest))
-	mux.HandleFunc("GET /v1/refs", s.readable(s.getRef))
-	mux.HandleFunc("POST /v1/refs", s.pushable(s.moveRef))
-	mux.HandleFunc("GET /v1/tags", s.readable(s.getTag))
-	mux.HandleFunc("PUT /v1/tags", s.pushable(s.createTag))
-	mux.HandleFunc("POST /v1/locks/push", s.pushable(s.lockPush))
-	mux.HandleFunc("DELETE /v1/locks/push/{id}", s.pushable(s.unlockPush))
+	mux.HandleFunc("GET /v1/capabilities", s.readable(api(s.capabilities)))
+	mux.HandleFunc("POST /v1/blobs/has", s.readable(api(s.hasBlobs)))
+	mux.HandleFunc("GET /v1/blobs/{digest}", s.readable(api(s.getBlob)))
+	mux.HandleFunc("POST /v1/blobs/get", s.readable(api(s.getBlobs)))
+	mux.HandleFunc("POST /v1/blobs", s.pushable(api(s.putBlobs)))
+	mux.HandleFunc("POST /v1/blobs/coded", s.pushable(api(s.putCoded)))
+	mux.HandleFunc("GET /v1/manifests/{digest}", s.readable(api(s.getManifest)))
+	mux.HandleFunc("PUT /v1/manifests/{digest}", s.pushable(api(s.putManifest)))
+	mux.HandleFunc("GET /v1/refs", s.readable(api(s.getRef)))
+	mux.HandleFunc("POST /v1/refs", s.pushable(api(s.moveRef)))
+	mux.HandleFunc("GET /v1/tags", s.readable(api(s.getTag)))
+	mux.HandleFunc("PUT /v1/tags", s.pushable(api(s.createTag)))
+	mux.HandleFunc("POST /v1/locks/push", s.pushable(api(s.lockPush)))
+	mux.HandleFunc("DELETE /v1/locks/push/{id}", s.pushable(api(s.unlockPush)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if o.Web != nil && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") {
 			s.readable(o.Web.ServeHTTP)(w, r)
@@ -178,6 +178,16 @@ func (s *server) pushable(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// api turns a handler that returns its failure into an http.HandlerFunc
+// that answers it with its class (fail).
+func api(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			fail(w, err)
+		}
+	}
+}
+
 func fail(w http.ResponseWriter, err error) {
 	var doc errorDoc
 	c := errs.ClassOf(err)
@@ -214,34 +224,33 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-func (s *server) capabilities(w http.ResponseWriter, r *http.Request) {
+func (s *server) capabilities(w http.ResponseWriter, r *http.Request) error {
 	caps := Capabilities{API: "mstore", Versions: []int{APIVersion}, Push: s.o.AllowPush,
 		MaxBatchBlobs: remote.MaxBatchBlobs, MaxBatchBytes: remote.MaxBatchBytes, MaxHasBlobs: remote.MaxHasBlobs}
 	if c, ok := s.o.Backend.(remote.Coder); ok {
 		caps.Codings = c.Codings()
 	}
 	writeJSON(w, http.StatusOK, caps)
+	return nil
 }
 
-func (s *server) hasBlobs(w http.ResponseWriter, r *http.Request) {
+func (s *server) hasBlobs(w http.ResponseWriter, r *http.Request) error {
 	var req digestList
 	if err := readJSON(w, r, &req); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	have, err := s.o.Backend.HasBlobs(r.Context(), req.Digests)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, haveList{Have: have})
+	return nil
 }
 
-func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
+func (s *server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	d, err := digestParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var content io.ReadSeeker
 	if o, ok := s.o.Backend.(CodedOpener); ok && r.Header.Get(headerAcceptCodings) != "" {
@@ -251,8 +260,7 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
 		}
 		f, meta, err := o.OpenCoded(r.Context(), d, accept)
 		if err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 		defer f.Close()
 		setCodedHeaders(w.Header(), meta)
@@ -263,16 +271,14 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
 	} else if o, ok := s.o.Backend.(BlobOpener); ok {
 		f, err := o.OpenBlob(r.Context(), d)
 		if err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 		defer f.Close()
 		content = f
 	} else {
 		data, err := s.o.Backend.GetBlob(r.Context(), d, 0, -1)
 		if err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 		content = bytes.NewReader(data)
 	}
@@ -280,26 +286,23 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", immutableHeader)
 	w.Header().Set("ETag", `"`+d.String()+`"`)
 	http.ServeContent(w, r, "", time.Time{}, content)
+	return nil
 }
 
-func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) {
+func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) error {
 	var req digestList
 	if err := readJSON(w, r, &req); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	if err := remote.CheckBatch(len(req.Digests), 0); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	if c, ok := s.o.Backend.(remote.Coder); ok && len(req.Accept) > 0 {
-		s.getCoded(w, r, c, req)
-		return
+		return s.getCoded(w, r, c, req)
 	}
 	data, err := s.o.Backend.GetBlobs(r.Context(), req.Digests)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var total int64
 	for _, b := range data {
@@ -311,9 +314,10 @@ func (s *server) getBlobs(w http.ResponseWriter, r *http.Request) {
 		w.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
 		w.Write(b)
 	}
+	return nil
 }
 
-func (s *server) putBlobs(w http.ResponseWriter, r *http.Request) {
+func (s *server) putBlobs(w http.ResponseWriter, r *http.Request) error {
 	body := http.MaxBytesReader(w, r.Body, maxBlobsBody)
 	blobs, err := readFrames(body)
 	if err != nil {
@@ -321,14 +325,13 @@ func (s *server) putBlobs(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &tooBig) {
 			err = errs.New(errs.SizeLimitExceeded, "serve", "upload over %d bytes", maxBlobsBody)
 		}
-		fail(w, err)
-		return
+		return err
 	}
 	if err := s.o.Backend.PutBlobs(r.Context(), blobs); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // readFrames reads an upload: digest(32) len(8) bytes, repeated.
@@ -358,134 +361,122 @@ func readFrames(rd io.Reader) ([]remote.Blob, error) {
 	}
 }
 
-func (s *server) getManifest(w http.ResponseWriter, r *http.Request) {
+func (s *server) getManifest(w http.ResponseWriter, r *http.Request) error {
 	d, err := digestParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	b, err := s.o.Backend.GetManifest(r.Context(), d)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", immutableHeader)
 	// The length lets the client read a large manifest into one buffer.
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Write(b)
+	return nil
 }
 
-func (s *server) putManifest(w http.ResponseWriter, r *http.Request) {
+func (s *server) putManifest(w http.ResponseWriter, r *http.Request) error {
 	d, err := digestParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, remote.MaxManifestBytes))
 	if err != nil {
-		fail(w, errs.Wrap(errs.SizeLimitExceeded, "serve", err, "manifest upload"))
-		return
+		return errs.Wrap(errs.SizeLimitExceeded, "serve", err, "manifest upload")
 	}
 	created, err := s.o.Backend.PutManifest(r.Context(), d, b)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	if created {
 		w.WriteHeader(http.StatusCreated)
-		return
+		return nil
 	}
 	w.WriteHeader(http.StatusNoContent) // it was there already
+	return nil
 }
 
-func (s *server) getRef(w http.ResponseWriter, r *http.Request) {
+func (s *server) getRef(w http.ResponseWriter, r *http.Request) error {
 	name, err := nameParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	info, err := s.o.Backend.Ref(r.Context(), name)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, refDoc{Name: info.Name, Current: info.Current, History: info.History})
+	return nil
 }
 
-func (s *server) moveRef(w http.ResponseWriter, r *http.Request) {
+func (s *server) moveRef(w http.ResponseWriter, r *http.Request) error {
 	name, err := nameParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var req moveDoc
 	if err := readJSON(w, r, &req); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var from objects.Digest
 	if req.From != nil {
 		from = *req.From
 	}
 	if err := s.o.Backend.MoveRef(r.Context(), name, from, req.To, req.Message); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (s *server) getTag(w http.ResponseWriter, r *http.Request) {
+func (s *server) getTag(w http.ResponseWriter, r *http.Request) error {
 	name, err := nameParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	tag, err := refs.ParseTag(r.URL.Query().Get("tag"))
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	d, err := s.o.Backend.Tag(r.Context(), name, tag)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, tagDoc{Digest: d})
+	return nil
 }
 
-func (s *server) createTag(w http.ResponseWriter, r *http.Request) {
+func (s *server) createTag(w http.ResponseWriter, r *http.Request) error {
 	name, err := nameParam(r)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	tag, err := refs.ParseTag(r.URL.Query().Get("tag"))
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var req tagDoc
 	if err := readJSON(w, r, &req); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	created, err := s.o.Backend.CreateTag(r.Context(), name, tag, req.Digest)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, tagDoc{Digest: req.Digest, Created: created})
+	return nil
 }
 
 // getCoded answers a batch read that accepts codings: each blob as the
 // store keeps it, in one of them, else raw.
-func (s *server) getCoded(w http.ResponseWriter, r *http.Request, c remote.Coder, req digestList) {
+func (s *server) getCoded(w http.ResponseWriter, r *http.Request, c remote.Coder, req digestList) error {
 	blobs, err := c.GetCoded(r.Context(), req.Digests, req.Accept)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var total int64
 	for _, b := range blobs {
@@ -498,16 +489,16 @@ func (s *server) getCoded(w http.ResponseWriter, r *http.Request, c remote.Coder
 		buf = appendCoded(buf[:0], b, false)
 		w.Write(buf)
 	}
+	return nil
 }
 
 // putCoded takes an upload of blobs as the client's store keeps them; the
 // backend decodes and checks each. Those it cannot take coded are named in
 // the answer, for the client to send raw.
-func (s *server) putCoded(w http.ResponseWriter, r *http.Request) {
+func (s *server) putCoded(w http.ResponseWriter, r *http.Request) error {
 	c, ok := s.o.Backend.(remote.Coder)
 	if !ok {
-		fail(w, errs.New(errs.UnsupportedVersion, "serve", "this server takes raw blobs only (POST /v1/blobs)"))
-		return
+		return errs.New(errs.UnsupportedVersion, "serve", "this server takes raw blobs only (POST /v1/blobs)")
 	}
 	body := http.MaxBytesReader(w, r.Body, maxBlobsBody+remote.MaxBatchBlobs*(32+codedHead))
 	var blobs []remote.CodedBlob
@@ -528,15 +519,14 @@ func (s *server) putCoded(w http.ResponseWriter, r *http.Request) {
 			err = remote.CheckBatch(len(blobs)+1, total)
 		}
 		if err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 		blobs = append(blobs, b)
 	}
 	raw, err := c.PutCoded(r.Context(), blobs)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, rawList{Raw: raw})
+	return nil
 }
