@@ -86,6 +86,18 @@ func (s *server) stop() {
 
 // pushServer starts a server over a fresh store that accepts pushes with
 // testToken.
+// servedBase starts a push server and pushes the fixture's base to it, as
+// llm, from a new store: how most serve tests begin.
+func servedBase(t *testing.T) (remoteFixture, *server, *cli, transferResult) {
+	t.Helper()
+	fx := newRemoteFixture(t)
+	srv := pushServer(t)
+	a := newCLI(t)
+	a.add(fx.base, "--name", "llm")
+	pushed := a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	return fx, srv, a, pushed
+}
+
 func pushServer(t *testing.T) *server {
 	t.Helper()
 	return startServe(t, filepath.Join(t.TempDir(), "served"), "127.0.0.1:0", nil, "--allow-push", "--token-file", tokenFile(t))

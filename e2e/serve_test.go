@@ -61,11 +61,7 @@ func errorClass(t *testing.T, body []byte) string {
 // TestServeProtocol checks the server's refusals and headers directly.
 func TestServeProtocol(t *testing.T) {
 	t.Parallel()
-	fx := newRemoteFixture(t)
-	srv := pushServer(t)
-	a := newCLI(t)
-	a.add(fx.base, "--name", "llm")
-	a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	fx, srv, _, _ := servedBase(t)
 	served := &cli{t: t, store: srv.store}
 	show := served.show("llm")
 	var big string
@@ -213,11 +209,7 @@ func TestPushNeedsToken(t *testing.T) {
 
 func TestPullTamperedBlob(t *testing.T) {
 	t.Parallel()
-	fx := newRemoteFixture(t)
-	srv := pushServer(t)
-	a := newCLI(t)
-	a.add(fx.base, "--name", "llm")
-	a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	_, srv, _, _ := servedBase(t)
 	// Flip a byte of a loose blob in the served store.
 	var victim string
 	for _, f := range listFiles(t, filepath.Join(srv.store, "objects")) {
@@ -247,11 +239,7 @@ func TestPullTamperedBlob(t *testing.T) {
 
 func TestPullInterruptedThenResumed(t *testing.T) {
 	t.Parallel()
-	fx := newRemoteFixture(t)
-	srv := pushServer(t)
-	a := newCLI(t)
-	a.add(fx.base, "--name", "llm")
-	pushed := a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	fx, srv, _, pushed := servedBase(t)
 
 	b := newCLI(t)
 	b.ok("init")
@@ -308,11 +296,7 @@ func TestRacingPushes(t *testing.T) {
 
 func TestConcurrentPulls(t *testing.T) {
 	t.Parallel()
-	fx := newRemoteFixture(t)
-	srv := pushServer(t)
-	a := newCLI(t)
-	a.add(fx.base, "--name", "llm")
-	a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	fx, srv, _, _ := servedBase(t)
 	b := newCLI(t)
 	b.ok("init")
 	p1 := b.start(nil, "pull", srv.url, "llm")
@@ -356,11 +340,7 @@ func TestServeTLS(t *testing.T) {
 // serve) knows where it is.
 func TestPullThroughProxy(t *testing.T) {
 	t.Parallel()
-	fx := newRemoteFixture(t)
-	srv := pushServer(t)
-	a := newCLI(t)
-	a.add(fx.base, "--name", "llm")
-	a.transfer([]string{"MSTORE_TOKEN=" + testToken}, "push", srv.url, "llm")
+	_, srv, _, _ := servedBase(t)
 	target, err := url.Parse(srv.url)
 	if err != nil {
 		t.Fatal(err)
