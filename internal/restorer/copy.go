@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -148,21 +147,10 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 	if err != nil {
 		return err
 	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return fmt.Errorf("checkout: %w", err)
-	}
-	defer r.Close()
-	name := filepath.FromSlash(f.path)
-	if dir := filepath.Dir(name); dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("checkout: %w", err)
-		}
-	}
 	// Read and write: the written bytes are mapped to be verified.
-	out, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := createUnder(root, f.path, os.O_RDWR)
 	if err != nil {
-		return fmt.Errorf("checkout: %w", err)
+		return err
 	}
 	defer func() {
 		if cerr := out.Close(); err == nil && cerr != nil {

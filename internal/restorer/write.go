@@ -47,20 +47,9 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 			return errs.New(errs.UnsupportedVersion, "checkout", "%s: this build cannot write the encoding %q", f.path, f.encoding)
 		}
 	}
-	r, err := os.OpenRoot(root)
+	out, err := createUnder(root, f.path, os.O_WRONLY)
 	if err != nil {
-		return fmt.Errorf("checkout: %w", err)
-	}
-	defer r.Close()
-	name := filepath.FromSlash(f.path)
-	if dir := filepath.Dir(name); dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("checkout: %w", err)
-		}
-	}
-	out, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("checkout: %w", err)
+		return err
 	}
 	defer func() {
 		if cerr := out.Close(); err == nil && cerr != nil {
@@ -195,4 +184,26 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 		return errs.New(errs.IntegrityError, "checkout", "%s: written file hashes to %s, the manifest says %s", f.path, got.Short(), f.want.Short())
 	}
 	return nil
+}
+
+// createUnder creates the new file path (slash-separated) under root,
+// with its folders, opened with flag, through an os.Root: no path, and no
+// link planted in root meanwhile, can lead the file out of it.
+func createUnder(root, path string, flag int) (*os.File, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: %w", err)
+	}
+	defer r.Close() // the open file outlives its Root
+	name := filepath.FromSlash(path)
+	if dir := filepath.Dir(name); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("checkout: %w", err)
+		}
+	}
+	out, err := r.OpenFile(name, flag|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: %w", err)
+	}
+	return out, nil
 }
