@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+	"testing"
 
 	"github.com/mstore/mstore/internal/formats"
 )
@@ -189,4 +190,33 @@ func equalBesideSlots(planned, written []byte, slots []formats.CRC32Slot) bool {
 		}
 	}
 	return bytes.Equal(masked, written)
+}
+
+// CheckReplanned is the second half of a codec's fuzz target: the tensors
+// of l, which parse accepted from files, are planned again with replan,
+// written with their bytes, and parsed back; a step that fails, or tensors
+// read back different, fail t. It returns the layout read back.
+func CheckReplanned(t testing.TB, l *formats.Layout, files map[string][]byte,
+	replan func(*formats.Layout) (*formats.Layout, error), parse func(map[string][]byte) (*formats.Layout, error)) *formats.Layout {
+	t.Helper()
+	data, err := TensorData(l, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := replan(l)
+	if err != nil {
+		t.Fatalf("accepted tensors cannot be planned again: %v", err)
+	}
+	written, err := Materialize(planned, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := parse(written)
+	if err != nil {
+		t.Fatalf("planned file does not parse: %v", err)
+	}
+	if err := SameTensors(l, data, back, written); err != nil {
+		t.Fatal(err)
+	}
+	return back
 }

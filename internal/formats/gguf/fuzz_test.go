@@ -39,25 +39,7 @@ func FuzzParse(f *testing.F) {
 		if len(file) > maxReplanSize {
 			return
 		}
-		data, err := formattest.TensorData(l, files)
-		if err != nil {
-			t.Fatal(err)
-		}
-		planned, err := replan(l)
-		if err != nil {
-			t.Fatalf("accepted tensors cannot be planned again: %v", err)
-		}
-		written, err := formattest.Materialize(planned, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := parseFiles(written)
-		if err != nil {
-			t.Fatalf("planned file does not parse: %v", err)
-		}
-		if err := formattest.SameTensors(l, data, back, written); err != nil {
-			t.Fatal(err)
-		}
+		back := formattest.CheckReplanned(t, l, files, replan, parseFiles)
 		for _, k := range []string{MetaVersion, MetaAlignment} {
 			if back.Files[0].Meta[k] != l.Files[0].Meta[k] {
 				t.Fatalf("%s: %q planned again as %q", k, l.Files[0].Meta[k], back.Files[0].Meta[k])

@@ -20,7 +20,6 @@ func rawFile(header string, data []byte) []byte {
 	return append(b, data...)
 }
 
-// spec is a tensor to generate: its content is a deterministic function of
 // spec is a tensor to generate; its bytes are a function of its name.
 type spec = formattest.Spec
 
