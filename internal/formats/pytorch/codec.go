@@ -55,29 +55,14 @@ func (codec) Claims(p string) bool {
 // (headers, data.pkl, small records, central directory) as frames; each
 // index as one frame. Layout tensors are numbered file by file.
 func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
-	var containers, indexPaths []string
-	for _, p := range paths {
-		switch {
-		case strings.HasSuffix(p, indexSuffix):
-			indexPaths = append(indexPaths, p)
-		case c.Claims(p):
-			containers = append(containers, p)
-		default:
-			return nil, errs.New(errs.SchemaError, pkg, "%s is not a PyTorch checkpoint or shard index", p)
-		}
-	}
-	indexes := map[string]*hfindex.Index{}
-	for _, p := range indexPaths {
-		idx, err := readIndex(dir, p)
-		if err != nil {
-			return nil, err
-		}
-		indexes[p] = idx
-	}
-	shardsOf := func(p string) []string { return indexes[p].Shards }
-	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, "checkpoint files"); err != nil {
+	m, err := hfindex.ReadModel(dir, paths, hfindex.Kind{
+		Pkg: pkg, IndexSuffix: indexSuffix, IsContainer: c.Claims, Names: shardNames,
+		What: "a PyTorch checkpoint or shard index", Containers: "checkpoint files",
+	})
+	if err != nil {
 		return nil, err
 	}
+	containers, indexes := m.Containers, m.Indexes
 
 	files := map[string]*checkpoint{}
 	for _, p := range containers {
@@ -106,7 +91,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			fileOf[name] = p
 		}
 	}
-	for _, p := range indexPaths {
+	for _, p := range m.IndexPaths {
 		if err := checkIndex(indexes[p], files, fileOf); err != nil {
 			return nil, err
 		}

@@ -28,32 +28,11 @@ func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p)
 // and header, padding included) then its tensors in data-offset order; each
 // index as one frame. Tensor data is never read.
 func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
-	var containers, indexPaths []string
-	for _, p := range paths {
-		switch {
-		case isIndexName(p):
-			indexPaths = append(indexPaths, p)
-		case isContainerName(p):
-			containers = append(containers, p)
-		default:
-			return nil, errs.New(errs.SchemaError, pkg, "%s is not a SafeTensors file or index", p)
-		}
-	}
-
-	// Indexes first: they are small, and a name that would leave the
-	// directory is refused before anything is opened.
-	indexes := map[string]*hfindex.Index{}
-	for _, p := range indexPaths {
-		idx, err := readIndex(dir, p)
-		if err != nil {
-			return nil, err
-		}
-		indexes[p] = idx
-	}
-	shardsOf := func(p string) []string { return indexes[p].Shards }
-	if _, err := shardNames.CheckIndexes(pkg, containers, indexPaths, shardsOf, indexSuffix, ".safetensors files"); err != nil {
+	m, err := hfindex.ReadModel(dir, paths, hfKind)
+	if err != nil {
 		return nil, err
 	}
+	containers, indexes := m.Containers, m.Indexes
 
 	headers := map[string]*header{}
 	sizes := map[string]int64{}
@@ -80,7 +59,7 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 			fileOf[e.name] = p
 		}
 	}
-	for _, p := range indexPaths {
+	for _, p := range m.IndexPaths {
 		if err := checkIndex(indexes[p], headers, fileOf); err != nil {
 			return nil, err
 		}
@@ -114,16 +93,9 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 // weight_map must place exactly the tensors of each shard, in that shard,
 // and total_size must be the sum of their sizes.
 func checkIndex(idx *hfindex.Index, headers map[string]*header, fileOf map[string]string) error {
-	named := make(map[string]bool, len(idx.WeightMap))
-	for _, m := range idx.WeightMap {
-		named[m.Tensor] = true
-		got, ok := fileOf[m.Tensor]
-		switch {
-		case !ok:
-			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map names tensor %q, which no file holds (expected in %s)", m.Tensor, m.Shard)
-		case got != m.Shard:
-			return errs.At(errs.SchemaError, pkg, idx.Path, m.At, "weight_map puts tensor %q in %s, but it is in %s", m.Tensor, m.Shard, got)
-		}
+	named, err := idx.CheckPlacement(fileOf)
+	if err != nil {
+		return err
 	}
 	var total int64
 	for _, s := range idx.Shards {

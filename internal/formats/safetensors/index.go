@@ -18,5 +18,9 @@ func isContainerName(p string) bool { return strings.HasSuffix(p, containerSuffi
 // shardNames reads Hugging Face's shard names, PREFIX-0000K-of-0000N.safetensors.
 var shardNames = formats.NewShardNames(".safetensors")
 
-// readIndex reads PREFIX.safetensors.index.json with the shared reader.
-func readIndex(dir formats.Dir, p string) (*hfindex.Index, error) { return hfindex.Read(dir, p, pkg) }
+// hfKind tells SafeTensors files and their shard indexes apart, for the
+// shared index reader.
+var hfKind = hfindex.Kind{
+	Pkg: pkg, IndexSuffix: indexSuffix, IsContainer: isContainerName, Names: shardNames,
+	What: "a SafeTensors file or index", Containers: ".safetensors files",
+}
