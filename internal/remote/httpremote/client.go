@@ -63,6 +63,7 @@ type Client struct {
 var (
 	_ remote.Remote     = (*Client)(nil)
 	_ remote.Coder      = (*Client)(nil)
+	_ remote.CoderInto  = (*Client)(nil)
 	_ remote.PushLocker = (*Client)(nil)
 )
 
@@ -379,23 +380,9 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 	if resp.StatusCode >= 300 {
 		return c.failure(resp, "")
 	}
-	if resp.ContentLength > objects.ChunkSize {
-		return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-	}
-	var b []byte
-	if resp.ContentLength >= 0 {
-		// The usual case: one allocation of the right size, no regrowing.
-		b = make([]byte, resp.ContentLength)
-		if _, err := io.ReadFull(resp.Body, b); err != nil {
-			return stallCause(ctx, err)
-		}
-	} else {
-		if b, err = io.ReadAll(io.LimitReader(resp.Body, objects.ChunkSize+1)); err != nil {
-			return stallCause(ctx, err)
-		}
-		if len(b) > objects.ChunkSize {
-			return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-		}
+	b, err := readBlobBody(resp, nil)
+	if err != nil {
+		return stallCause(ctx, err)
 	}
 	if resp.StatusCode == http.StatusOK && (off > 0 || n >= 0) {
 		// A server (or proxy) that ignored the Range header.
@@ -457,7 +444,7 @@ func (c *Client) Codings() []string { return c.caps.Codings }
 // server that lists no codings is asked for raw blobs.
 func (c *Client) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
 	if len(ds) == 1 && len(c.caps.Codings) > 0 && len(accept) > 0 {
-		b, err := c.getCodedOne(ctx, ds[0], accept)
+		b, err := c.getCodedOne(ctx, ds[0], accept, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -495,10 +482,23 @@ func (c *Client) GetCoded(ctx context.Context, ds []objects.Digest, accept []str
 	return out, err
 }
 
+// GetCodedInto implements remote.CoderInto.
+func (c *Client) GetCodedInto(ctx context.Context, d objects.Digest, accept []string, buf []byte) (remote.CodedBlob, error) {
+	if len(c.caps.Codings) == 0 || len(accept) == 0 {
+		out, err := c.GetCoded(ctx, []objects.Digest{d}, accept)
+		if err != nil {
+			return remote.CodedBlob{}, err
+		}
+		return out[0], nil
+	}
+	return c.getCodedOne(ctx, d, accept, buf)
+}
+
 // getCodedOne reads one blob with GET /v1/blobs/HEX, asking for it coded:
 // a raw blob comes as it always does (the server's sendfile), a coded one
-// as stored, its coding in the answer's headers.
-func (c *Client) getCodedOne(ctx context.Context, d objects.Digest, accept []string) (remote.CodedBlob, error) {
+// as stored, its coding in the answer's headers. Its bytes go into buf
+// when they fit.
+func (c *Client) getCodedOne(ctx context.Context, d objects.Digest, accept []string, buf []byte) (remote.CodedBlob, error) {
 	b := remote.CodedBlob{Digest: d, Coding: remote.CodingRaw}
 	hdr := http.Header{headerAcceptCodings: {strings.Join(accept, ", ")}}
 	err := c.doWith(ctx, "GET", "/v1/blobs/"+d.String(), nil, hdr, "", nil, nil, func(r *http.Response) error {
@@ -506,18 +506,34 @@ func (c *Client) getCodedOne(ctx context.Context, d objects.Digest, accept []str
 		if b, err = codedFromHeaders(d, r.Header, r.ContentLength); err != nil {
 			return fmt.Errorf("%w: %v", errNoRetry, err)
 		}
-		if r.ContentLength >= 0 {
-			b.Data = make([]byte, r.ContentLength)
-			_, err = io.ReadFull(r.Body, b.Data)
-			return err
-		}
-		if b.Data, err = io.ReadAll(io.LimitReader(r.Body, objects.ChunkSize+1)); err == nil && len(b.Data) > objects.ChunkSize {
-			err = fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-		}
+		b.Data, err = readBlobBody(r, buf)
 		return err
 	})
 	if err == nil && b.Coding == remote.CodingRaw {
 		b.Size = int64(len(b.Data))
+	}
+	return b, err
+}
+
+// readBlobBody reads an answer of at most a chunk: into buf when its
+// announced length fits, else into one allocation of that length (no
+// regrowing), else as it comes.
+func readBlobBody(r *http.Response, buf []byte) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 {
+		if n > objects.ChunkSize {
+			return nil, fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
+		}
+		b := buf[:0]
+		if int64(cap(buf)) < n {
+			b = make([]byte, 0, n)
+		}
+		b = b[:n]
+		_, err := io.ReadFull(r.Body, b)
+		return b, err
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, objects.ChunkSize+1))
+	if err == nil && len(b) > objects.ChunkSize {
+		err = fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
 	}
 	return b, err
 }

@@ -244,6 +244,15 @@ func (l lyingCoder) GetCoded(ctx context.Context, ds []objects.Digest, accept []
 	return bs, err
 }
 
+// GetCodedInto alters as GetCoded does: a pull reads large blobs so.
+func (l lyingCoder) GetCodedInto(ctx context.Context, d objects.Digest, accept []string, buf []byte) (remote.CodedBlob, error) {
+	b, err := l.Client.GetCodedInto(ctx, d, accept, buf)
+	if len(b.Data) > 0 {
+		b.Data[len(b.Data)/2] ^= 1
+	}
+	return b, err
+}
+
 // TestCodedPullVerifies: a coded blob that does not decode to its digest
 // is an integrity_error, and nothing of the version is recorded.
 func TestCodedPullVerifies(t *testing.T) {
