@@ -87,7 +87,7 @@ func codedStore(t *testing.T) (*store.Store, []remotetest.Version) {
 // client) of a build before codings travelled.
 type rawOnly struct{ remote.Remote }
 
-func serveHTTP(t *testing.T, backend remote.Remote) remote.Remote {
+func serveHTTP(t testing.TB, backend remote.Remote) remote.Remote {
 	t.Helper()
 	srv := httptest.NewServer(httpremote.NewHandler(httpremote.ServerOptions{Backend: backend, AllowPush: true, PushToken: "tok"}))
 	t.Cleanup(srv.Close)
