@@ -48,9 +48,8 @@ type Coder interface {
 
 // CoderInto is what a Coder may offer for one blob: GetCoded of d, its
 // bytes read into buf when they fit in cap(buf) (Data is then buf[:n]),
-// so that a pull can carry every blob in the same few buffers: a fresh
-// one per blob costs more kernel time (page faults, zeroing) than the
-// copy into it.
+// so that a pull can carry every blob in the same few buffers rather than
+// fault in and zero a fresh one per blob.
 type CoderInto interface {
 	GetCodedInto(ctx context.Context, d objects.Digest, accept []string, buf []byte) (CodedBlob, error)
 }

@@ -9,8 +9,9 @@ import (
 // A pull reads each large blob into one of a few chunk-sized buffers that
 // it takes back once the blob is written (remote.CoderInto), so that the
 // same pages carry every blob. A fresh buffer per blob was faulted in,
-// zeroed, freed and given back to the OS each time: perf of a pull of
-// 988 MB from serve put that at a tenth of the client's CPU.
+// zeroed, freed and given back to the OS each time (perf of a pull of
+// 988 MB from serve: 3-5% of the client's CPU in the zeroing alone), and
+// the pull's peak was 120 MB where it is 85 MB with the pool.
 //
 // A sync.Pool and not a list of its own: a pull of large blobs collects
 // garbage a few times at most, so the buffers stay, and one of many small
