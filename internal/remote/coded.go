@@ -45,3 +45,11 @@ type Coder interface {
 	// lacks) come back in raw, for the caller to send with PutBlobs.
 	PutCoded(ctx context.Context, blobs []CodedBlob) (raw []objects.Digest, err error)
 }
+
+// CoderInto is what a Coder may offer for one blob: GetCoded of d, its
+// bytes read into buf when they fit in cap(buf) (Data is then buf[:n]),
+// so that a pull can carry every blob in the same few buffers rather than
+// fault in and zero a fresh one per blob.
+type CoderInto interface {
+	GetCodedInto(ctx context.Context, d objects.Digest, accept []string, buf []byte) (CodedBlob, error)
+}

@@ -67,6 +67,8 @@ type BlobWriter struct {
 	pack    *openPack   // the pack small blobs are appended to
 	packs   []*openPack // full packs, closed
 	err     error       // a failed pack write poisons the batch
+	// uncached: see WriteUncached (uncached.go).
+	uncached bool
 }
 
 type looseBlob struct {
@@ -141,7 +143,7 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 		return true, nil
 	}
 	w.mu.Unlock()
-	tmp, err := w.s.writeTemp(d.String(), data)
+	tmp, err := w.writeLoose(d.String(), data)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -355,14 +357,19 @@ func (s *Store) writeTemp(name string, data []byte) (string, error) {
 
 // createTemp creates a new file in tmp/ whose name starts with name.
 func (s *Store) createTemp(name string) (string, WritableFile, error) {
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	p := filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
+	p := s.tempPath(name)
 	f, err := s.fs.Create(p)
 	if err != nil {
 		return "", nil, fmt.Errorf("store: %w", err)
 	}
 	return p, f, nil
+}
+
+// tempPath is a new name in tmp/ that starts with name.
+func (s *Store) tempPath(name string) string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return filepath.Join(s.dir, tmpDir, name+"."+hex.EncodeToString(rnd[:]))
 }
 
 // finishTemp closes the temp file p, removing it if werr (its write's

@@ -63,6 +63,7 @@ type Client struct {
 var (
 	_ remote.Remote     = (*Client)(nil)
 	_ remote.Coder      = (*Client)(nil)
+	_ remote.CoderInto  = (*Client)(nil)
 	_ remote.PushLocker = (*Client)(nil)
 )
 
@@ -379,23 +380,9 @@ func (c *Client) getBody(req *http.Request, off, n int64, out *[]byte) error {
 	if resp.StatusCode >= 300 {
 		return c.failure(resp, "")
 	}
-	if resp.ContentLength > objects.ChunkSize {
-		return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-	}
-	var b []byte
-	if resp.ContentLength >= 0 {
-		// The usual case: one allocation of the right size, no regrowing.
-		b = make([]byte, resp.ContentLength)
-		if _, err := io.ReadFull(resp.Body, b); err != nil {
-			return stallCause(ctx, err)
-		}
-	} else {
-		if b, err = io.ReadAll(io.LimitReader(resp.Body, objects.ChunkSize+1)); err != nil {
-			return stallCause(ctx, err)
-		}
-		if len(b) > objects.ChunkSize {
-			return fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-		}
+	b, err := readBlobBody(resp, nil)
+	if err != nil {
+		return stallCause(ctx, err)
 	}
 	if resp.StatusCode == http.StatusOK && (off > 0 || n >= 0) {
 		// A server (or proxy) that ignored the Range header.
@@ -450,94 +437,27 @@ func (c *Client) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 	return c.do(ctx, "POST", "/v1/blobs", nil, "application/octet-stream", body, nil, nil)
 }
 
-// Codings implements remote.Coder: what the server's capabilities list.
-func (c *Client) Codings() []string { return c.caps.Codings }
-
-// GetCoded implements remote.Coder: one request for the whole batch. A
-// server that lists no codings is asked for raw blobs.
-func (c *Client) GetCoded(ctx context.Context, ds []objects.Digest, accept []string) ([]remote.CodedBlob, error) {
-	if len(ds) == 1 && len(c.caps.Codings) > 0 && len(accept) > 0 {
-		b, err := c.getCodedOne(ctx, ds[0], accept)
-		if err != nil {
-			return nil, err
+// readBlobBody reads an answer of at most a chunk: into buf when its
+// announced length fits, else into one allocation of that length (no
+// regrowing), else as it comes.
+func readBlobBody(r *http.Response, buf []byte) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 {
+		if n > objects.ChunkSize {
+			return nil, fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
 		}
-		return []remote.CodedBlob{b}, nil
+		b := buf[:0]
+		if int64(cap(buf)) < n {
+			b = make([]byte, 0, n)
+		}
+		b = b[:n]
+		_, err := io.ReadFull(r.Body, b)
+		return b, err
 	}
-	if len(c.caps.Codings) == 0 || len(accept) == 0 {
-		data, err := c.GetBlobs(ctx, ds)
-		out := make([]remote.CodedBlob, len(data))
-		for i, b := range data {
-			out[i] = remote.CodedBlob{Digest: ds[i], Size: int64(len(b)), Coding: remote.CodingRaw, Data: b}
-		}
-		return out, err
-	}
-	var out []remote.CodedBlob
-	err := c.do(ctx, "POST", "/v1/blobs/get", nil, "", digestList{Digests: ds, Accept: accept}, nil, func(r *http.Response) error {
-		out = out[:0]
-		if r.Header.Get("Content-Type") != codedBlobsType {
-			return fmt.Errorf("%w: a coded read answered as %q", errNoRetry, r.Header.Get("Content-Type"))
-		}
-		rd := io.LimitReader(r.Body, remote.MaxBatchBytes+int64(codedHead*len(ds))+1)
-		var total int64
-		for _, d := range ds {
-			b, err := readCoded(rd, false, &total)
-			if errs.ClassOf(err) != 0 {
-				return fmt.Errorf("%w: %v", errNoRetry, err)
-			}
-			if err != nil {
-				return err // cut short: asked again
-			}
-			b.Digest = d
-			out = append(out, b)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// getCodedOne reads one blob with GET /v1/blobs/HEX, asking for it coded:
-// a raw blob comes as it always does (the server's sendfile), a coded one
-// as stored, its coding in the answer's headers.
-func (c *Client) getCodedOne(ctx context.Context, d objects.Digest, accept []string) (remote.CodedBlob, error) {
-	b := remote.CodedBlob{Digest: d, Coding: remote.CodingRaw}
-	hdr := http.Header{headerAcceptCodings: {strings.Join(accept, ", ")}}
-	err := c.doWith(ctx, "GET", "/v1/blobs/"+d.String(), nil, hdr, "", nil, nil, func(r *http.Response) error {
-		var err error
-		if b, err = codedFromHeaders(d, r.Header, r.ContentLength); err != nil {
-			return fmt.Errorf("%w: %v", errNoRetry, err)
-		}
-		if r.ContentLength >= 0 {
-			b.Data = make([]byte, r.ContentLength)
-			_, err = io.ReadFull(r.Body, b.Data)
-			return err
-		}
-		if b.Data, err = io.ReadAll(io.LimitReader(r.Body, objects.ChunkSize+1)); err == nil && len(b.Data) > objects.ChunkSize {
-			err = fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
-		}
-		return err
-	})
-	if err == nil && b.Coding == remote.CodingRaw {
-		b.Size = int64(len(b.Data))
+	b, err := io.ReadAll(io.LimitReader(r.Body, objects.ChunkSize+1))
+	if err == nil && len(b) > objects.ChunkSize {
+		err = fmt.Errorf("%w: blob over %d bytes", errNoRetry, objects.ChunkSize)
 	}
 	return b, err
-}
-
-// PutCoded implements remote.Coder: one request for the whole batch.
-func (c *Client) PutCoded(ctx context.Context, blobs []remote.CodedBlob) ([]objects.Digest, error) {
-	if len(c.caps.Codings) == 0 {
-		return nil, errs.New(errs.UnsupportedVersion, "remote", "%s takes raw blobs only", c.where())
-	}
-	var n int
-	for _, b := range blobs {
-		n += 32 + codedHead + len(b.Data)
-	}
-	body := make([]byte, 0, n)
-	for _, b := range blobs {
-		body = appendCoded(body, b, true)
-	}
-	var out rawList
-	err := c.do(ctx, "POST", "/v1/blobs/coded", nil, "application/octet-stream", body, &out, nil)
-	return out.Raw, err
 }
 
 // GetManifest implements remote.Remote.

@@ -93,8 +93,41 @@ func coderCases(t *testing.T, r remote.Remote) {
 			}
 		}
 	}
+	if ci, ok := r.(remote.CoderInto); ok {
+		intoCases(t, c, ci, []objects.Digest{bd, td})
+	}
 	one, err := r.GetBlob(ctx, td, 10, 20)
 	if err != nil || !bytes.Equal(one, tuned[10:30]) {
 		t.Fatalf("GetBlob of a delta-coded blob: %v", err)
+	}
+}
+
+// intoCases: GetCodedInto gives what GetCoded gives, in the buffer handed
+// to it when that holds the bytes, and whole when it does not.
+func intoCases(t *testing.T, c remote.Coder, ci remote.CoderInto, ds []objects.Digest) {
+	ctx := context.Background()
+	for _, accept := range [][]string{nil, c.Codings(), {remote.CodingRaw}} {
+		for _, d := range ds {
+			want, err := c.GetCoded(ctx, []objects.Digest{d}, accept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, size := range []int{10, objects.ChunkSize} {
+				buf := make([]byte, size)
+				for i := range buf {
+					buf[i] = 0xee
+				}
+				got, err := ci.GetCodedInto(ctx, d, accept, buf)
+				w := want[0]
+				switch {
+				case err != nil:
+					t.Fatalf("GetCodedInto accepting %v: %v", accept, err)
+				case got.Digest != w.Digest || got.Size != w.Size || got.Coding != w.Coding || got.Base != w.Base || !bytes.Equal(got.Data, w.Data):
+					t.Fatalf("GetCodedInto accepting %v into %d bytes: %s %d %s, %d bytes; GetCoded gives %s %d %s, %d bytes", accept, size, got.Digest.Short(), got.Size, got.Coding, len(got.Data), w.Digest.Short(), w.Size, w.Coding, len(w.Data))
+				case len(accept) > 0 && len(got.Data) <= size && &got.Data[0] != &buf[0]:
+					t.Fatalf("GetCodedInto accepting %v: %d bytes not read into the buffer of %d given", accept, len(got.Data), size)
+				}
+			}
+		}
 	}
 }

@@ -46,7 +46,10 @@ func coderOf(r remote.Remote) (remote.Coder, []string) {
 // as it came. Deltas whose base st lacks are fetched again raw. It returns
 // the bytes that crossed the network.
 func fetchCoded(ctx context.Context, st *store.Store, c remote.Coder, accept []string, r remote.Remote, j job, sizes map[objects.Digest]int64, w *store.BlobWriter) (int64, error) {
-	blobs, err := c.GetCoded(ctx, j.blobs, accept)
+	blobs, buf, err := getCoded(ctx, c, accept, j)
+	if buf != nil {
+		defer putBuffer(buf) // written, or refused: no longer needed
+	}
 	if err == nil && len(blobs) != len(j.blobs) {
 		err = errs.New(errs.IntegrityError, "pull", "the remote sent %d blobs for %d asked", len(blobs), len(j.blobs))
 	}
@@ -91,6 +94,20 @@ func fetchCoded(ctx context.Context, st *store.Store, c remote.Coder, accept []s
 		}
 	}
 	return wire, err
+}
+
+// getCoded is c.GetCoded of j's blobs, a large one read into a pooled
+// buffer when c can (remote.CoderInto): buf, for the caller to put back
+// once it has written the blob.
+func getCoded(ctx context.Context, c remote.Coder, accept []string, j job) (blobs []remote.CodedBlob, buf *[]byte, err error) {
+	ci, ok := c.(remote.CoderInto)
+	if !ok || j.batch {
+		blobs, err = c.GetCoded(ctx, j.blobs, accept)
+		return blobs, nil, err
+	}
+	buf = getBuffer()
+	b, err := ci.GetCodedInto(ctx, j.blobs[0], accept, *buf)
+	return []remote.CodedBlob{b}, buf, err
 }
 
 // remoteBases returns which delta bases of the blobs to send r has: a

@@ -87,7 +87,7 @@ func codedStore(t *testing.T) (*store.Store, []remotetest.Version) {
 // client) of a build before codings travelled.
 type rawOnly struct{ remote.Remote }
 
-func serveHTTP(t *testing.T, backend remote.Remote) remote.Remote {
+func serveHTTP(t testing.TB, backend remote.Remote) remote.Remote {
 	t.Helper()
 	srv := httptest.NewServer(httpremote.NewHandler(httpremote.ServerOptions{Backend: backend, AllowPush: true, PushToken: "tok"}))
 	t.Cleanup(srv.Close)
@@ -242,6 +242,15 @@ func (l lyingCoder) GetCoded(ctx context.Context, ds []objects.Digest, accept []
 		bs[i].Data[len(bs[i].Data)/2] ^= 1
 	}
 	return bs, err
+}
+
+// GetCodedInto alters as GetCoded does: a pull reads large blobs so.
+func (l lyingCoder) GetCodedInto(ctx context.Context, d objects.Digest, accept []string, buf []byte) (remote.CodedBlob, error) {
+	b, err := l.Client.GetCodedInto(ctx, d, accept, buf)
+	if len(b.Data) > 0 {
+		b.Data[len(b.Data)/2] ^= 1
+	}
+	return b, err
 }
 
 // TestCodedPullVerifies: a coded blob that does not decode to its digest

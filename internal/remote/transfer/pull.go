@@ -244,6 +244,7 @@ func checkLocalTag(st *store.Store, name, tag string, d objects.Digest) error {
 func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []job, sizes map[objects.Digest]int64, n int, coded bool, bar progress.Reporter) ([]store.BlobRecord, int64, error) {
 	w := st.NewBlobWriter(nil)
 	defer w.Abort()
+	w.WriteUncached() // not read back soon; their buffers carry the next blobs
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(n)
 	var failed atomic.Bool

@@ -38,7 +38,7 @@ func (l lying) GetBlobs(ctx context.Context, ds []objects.Digest) ([][]byte, err
 	return bs, err
 }
 
-func served(t *testing.T, sizes ...int64) (remote.Remote, []remotetest.Version) {
+func served(t testing.TB, sizes ...int64) (remote.Remote, []remotetest.Version) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := pathremote.Open(filepath.Join(t.TempDir(), "remote"), true)
@@ -49,8 +49,10 @@ func served(t *testing.T, sizes ...int64) (remote.Remote, []remotetest.Version) 
 	var from objects.Digest
 	for i, size := range sizes {
 		v := remotetest.MakeVersion(t, uint64(i+1), size)
-		if err := r.PutBlobs(ctx, v.Blobs); err != nil {
-			t.Fatal(err)
+		for k := 0; k < len(v.Blobs); k += 4 { // under remote.MaxBatchBytes
+			if err := r.PutBlobs(ctx, v.Blobs[k:min(k+4, len(v.Blobs))]); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := r.PutManifest(ctx, v.Digest, v.Encoded); err != nil {
 			t.Fatal(err)
