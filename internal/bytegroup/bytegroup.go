@@ -200,6 +200,12 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 			out = append(out, blk...)
 			continue
 		}
+		if top == 1 && oneValue(blk) {
+			// What fse and huff0 each say after a histogram of the block
+			// (a third of a delta's blocks): one compare of words instead.
+			out = append(out, kindRLE, blk[0])
+			continue
+		}
 		if top > fseShare {
 			// Mostly one value (the high bytes of a delta): FSE codes it
 			// below the bit a byte that Huffman needs; Huffman is not tried.
@@ -329,6 +335,23 @@ func (c *coder) zstdMayPay(plane, blocks []byte) bool {
 	enc, _ := zstdCoders()
 	c.tmp = enc.EncodeAll(plane[mid*c.bs:(mid+1)*c.bs], c.tmp[:0])
 	return len(c.tmp)*10 < size*9
+}
+
+// oneValue reports whether every byte of blk (not empty) is blk[0].
+func oneValue(blk []byte) bool {
+	w := uint64(blk[0]) * 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(blk); i += 8 {
+		if binary.LittleEndian.Uint64(blk[i:]) != w {
+			return false
+		}
+	}
+	for ; i < len(blk); i++ {
+		if blk[i] != blk[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // fseShare is the share of its most frequent byte above which a block is
@@ -562,8 +585,9 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 				if len(in) < 1 {
 					return nil, ErrCorrupt
 				}
-				for i := range blk {
-					blk[i] = in[0]
+				blk[0] = in[0]
+				for k := 1; k < len(blk); k *= 2 {
+					copy(blk[k:], blk[:k])
 				}
 				in = in[1:]
 			case kindHuff:
