@@ -44,6 +44,15 @@ func cursors(ctx []byte, n, width int, t transform) *[256]int32 {
 		c = ctx[width-2 : width*n]
 	}
 	i := 0
+	if width == 2 { // four keys a load
+		for ; i+8 <= len(c); i += 8 {
+			x := binary.LittleEndian.Uint64(c[i:])
+			count[0][byte(x>>shift)]++
+			count[1][byte(x>>(16+shift))]++
+			count[2][byte(x>>(32+shift))]++
+			count[3][byte(x>>(48+shift))]++
+		}
+	}
 	for ; i+4*width <= len(c)+width-2; i += 4 * width {
 		count[0][byte(binary.LittleEndian.Uint16(c[i:])>>shift)]++
 		count[1][byte(binary.LittleEndian.Uint16(c[i+width:])>>shift)]++
