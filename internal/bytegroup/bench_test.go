@@ -55,3 +55,15 @@ func BenchmarkEncodeDeltaBF16(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(EncodeDelta(ft, base, 2)))/float64(len(ft)), "ratio")
 }
+
+func BenchmarkDecodeDeltaBF16(b *testing.B) {
+	base, ft := lora(4 << 20)
+	enc := EncodeDelta(ft, base, 2)
+	b.SetBytes(int64(len(ft)))
+	dst := make([]byte, len(ft))
+	for b.Loop() {
+		if _, err := DecodeDelta(dst, enc, len(ft), base); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

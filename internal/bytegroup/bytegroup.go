@@ -69,7 +69,8 @@ type coder struct {
 	planes [][]byte // views of buf
 	tmp    []byte
 	perm   []int32
-	delta  []byte // EncodeDelta's transformed array
+	delta  []byte // a transformed array, where splitKeyed does not fit
+	sample []byte // a sample's coding
 	bs     int    // the block size of the buffer being coded
 }
 
@@ -111,7 +112,17 @@ func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
 
 // Encode codes src as width byte planes (an invalid width counts as 1). The
 // result may be larger than src: the caller keeps the smaller.
-func Encode(src []byte, width int) []byte { return EncodeWith(src, width, nil) }
+func Encode(src []byte, width int) []byte { return AppendEncode(nil, src, width) }
+
+// AppendEncode is Encode appending to dst: a caller that codes many
+// arrays reuses one buffer instead of a fresh one each (fresh memory is
+// zeroed, faulted in and collected again).
+func AppendEncode(dst, src []byte, width int) []byte {
+	if !validWidth(width) {
+		width = 1
+	}
+	return encode(dst, src, width, nil, asIs)
+}
 
 // EncodeWith is Encode with a context: the raw bytes of an array of the
 // same dtype (a delta's base), which Decode must be given again. Each
@@ -125,27 +136,39 @@ func EncodeWith(src []byte, width int, ctx []byte) []byte {
 	if width == 1 {
 		ctx = nil
 	}
-	m := magic
-	if ctx != nil {
-		m = magicCtx
-	}
-	return encode(src, width, ctx, m)
+	return encode(nil, src, width, ctx, asIs)
 }
 
-// encode codes src under header m; ctx is nil for magic, else the
-// context whose elements order the planes' (permute).
-func encode(src []byte, width int, ctx []byte, m [4]byte) []byte {
+// encode appends to dst the coding of src: without a context (ctx nil),
+// header 1; else src's transform t against ctx, ordered by ctx's
+// elements (permute), under header 2 (as is, XOR) or 3 (difference).
+func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
+	m := magic
+	switch {
+	case ctx != nil && t == byDifference:
+		m = magicSub
+	case ctx != nil:
+		m = magicCtx
+	}
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
 	c.bs = blockSizeOf(m)
 	n := len(src) / width
-	out := make([]byte, 0, len(src)+maxHeader+16*width)
+	out := dst
+	if need := len(src) + maxHeader + 16*width; cap(out)-len(out) < need {
+		out = append(make([]byte, 0, len(out)+need), out...)
+	}
 	out = append(out, m[:]...)
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
 	switch {
+	case width > 1 && ctx != nil && keyedFits(n, width, ctx, t):
+		planes = c.planesFor(n, width)
+		splitKeyed(src, ctx, planes, width, t)
 	case width > 1 && ctx != nil:
+		c.delta = transformWhole(grow(c.delta, len(src)), src, ctx, width, t, false)
+		src, t = c.delta, asIs // the tail is transformed too
 		planes = c.planesFor(n, width)
 		splitPermuted(src, planes, width, c.order(ctx, n, width, m == magicSub))
 	case width > 1:
@@ -155,7 +178,12 @@ func encode(src []byte, width int, ctx []byte, m [4]byte) []byte {
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
 	}
-	return append(out, src[n*width:]...)
+	start := len(out)
+	out = append(out, src[n*width:]...)
+	if ctx != nil {
+		transformTail(out[start:], ctx, n*width, t)
+	}
+	return out
 }
 
 // appendPlane appends one plane, coded the smallest way tried. The huff0
@@ -172,10 +200,16 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 			out = append(out, blk...)
 			continue
 		}
+		if top == 1 && oneValue(blk) {
+			// What fse and huff0 each say after a histogram of the block
+			// (a third of a delta's blocks): one compare of words instead.
+			out = append(out, kindRLE, blk[0])
+			continue
+		}
 		if top > fseShare {
 			// Mostly one value (the high bytes of a delta): FSE codes it
 			// below the bit a byte that Huffman needs; Huffman is not tried.
-			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f)+binary.MaxVarintLen32 < len(blk) {
+			if f, err := c.fseCompress(blk); err == nil && len(f)+binary.MaxVarintLen32 < len(blk) {
 				out = append(out, kindFSE)
 				out = binary.AppendUvarint(out, uint64(len(f)))
 				out = append(out, f...)
@@ -192,7 +226,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		case len(coded) < len(blk)/4 && top == 0: // not sampled: try FSE too
 			// Nearly one value (the high bytes of a delta): Huffman spends
 			// at least a bit a byte, FSE does not.
-			if f, err := fse.Compress(blk, &c.fse); err == nil && len(f) < len(coded) {
+			if f, err := c.fseCompress(blk); err == nil && len(f) < len(coded) {
 				out = append(out, kindFSE)
 				out = binary.AppendUvarint(out, uint64(len(f)))
 				out = append(out, f...)
@@ -232,6 +266,41 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	return out
 }
 
+// fseCompress is fse.Compress with the histogram counted here, four
+// tables side by side: fse counts into one, where each increment of the
+// nearly one value of these blocks waits for the one before it.
+func (c *coder) fseCompress(blk []byte) ([]byte, error) {
+	if len(blk) > 1 { // fse refuses shorter before it reads a histogram
+		sym, most := histogram(blk, (*[256]uint32)(c.fse.Histogram()))
+		c.fse.HistogramFinished(sym, most)
+	}
+	return fse.Compress(blk, &c.fse)
+}
+
+// histogram sets h to the counts of b's bytes and returns the largest
+// byte present and the largest count.
+func histogram(b []byte, h *[256]uint32) (maxSym uint8, maxCount int) {
+	var t [3][256]uint32
+	*h = [256]uint32{}
+	i := 0
+	for ; i+4 <= len(b); i += 4 {
+		h[b[i]]++
+		t[0][b[i+1]]++
+		t[1][b[i+2]]++
+		t[2][b[i+3]]++
+	}
+	for ; i < len(b); i++ {
+		h[b[i]]++
+	}
+	for k := range h {
+		h[k] += t[0][k] + t[1][k] + t[2][k]
+		if h[k] > 0 {
+			maxSym, maxCount = uint8(k), max(maxCount, int(h[k]))
+		}
+	}
+	return maxSym, maxCount
+}
+
 // zstdMayPay codes plane's first block with zstd and compares it with
 // that block as coded (the start of blocks); a plane of one block is
 // always worth trying whole.
@@ -266,6 +335,23 @@ func (c *coder) zstdMayPay(plane, blocks []byte) bool {
 	enc, _ := zstdCoders()
 	c.tmp = enc.EncodeAll(plane[mid*c.bs:(mid+1)*c.bs], c.tmp[:0])
 	return len(c.tmp)*10 < size*9
+}
+
+// oneValue reports whether every byte of blk (not empty) is blk[0].
+func oneValue(blk []byte) bool {
+	w := uint64(blk[0]) * 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(blk); i += 8 {
+		if binary.LittleEndian.Uint64(blk[i:]) != w {
+			return false
+		}
+	}
+	for ; i < len(blk); i++ {
+		if blk[i] != blk[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // fseShare is the share of its most frequent byte above which a block is
@@ -380,7 +466,7 @@ func growInts(b []int32, n int) []int32 {
 // Decode decodes enc, which must hold exactly rawLen bytes, into dst (grown
 // as needed) and returns it. Anything else is ErrCorrupt.
 func Decode(dst, enc []byte, rawLen int) (out []byte, err error) {
-	return DecodeWith(dst, enc, rawLen, nil)
+	return decode(dst, enc, rawLen, nil, asIs)
 }
 
 // DecodeWith is Decode for data EncodeWith coded with the context ctx
@@ -390,10 +476,12 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 	if len(enc) >= 4 && [4]byte(enc[:4]) == magicSub {
 		return nil, fmt.Errorf("%w: a difference delta, which DecodeDelta reads", ErrCorrupt)
 	}
-	return decode(dst, enc, rawLen, ctx)
+	return decode(dst, enc, rawLen, ctx, asIs)
 }
 
-func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
+// decode is Decode of an array coded with the transform t against ctx
+// (asIs: its context only orders it), which decode inverts.
+func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a decoder library's bug never takes the process down
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
@@ -432,17 +520,21 @@ func decode(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error) {
 			return nil, err
 		}
 	}
+	if len(in) != rawLen-n*width {
+		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
+	}
+	copy(dst[n*width:], in)
 	switch {
+	case withCtx && keyedFits(n, width, ctx, t):
+		joinKeyed(dst, ctx, planes, width, t)
+		transformTail(dst[n*width:], ctx, n*width, t)
+		return dst, nil
 	case withCtx:
 		joinPermuted(dst, planes, width, c.order(ctx, n, width, [4]byte(enc[:4]) == magicSub))
 	case width > 1:
 		join(dst, planes, width)
 	}
-	if len(in) != rawLen-n*width {
-		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
-	}
-	copy(dst[n*width:], in)
-	return dst, nil
+	return transformWhole(dst, dst, ctx, width, t, true), nil
 }
 
 // decodePlane fills plane (its length is the plane's) from in and returns
@@ -493,8 +585,9 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 				if len(in) < 1 {
 					return nil, ErrCorrupt
 				}
-				for i := range blk {
-					blk[i] = in[0]
+				blk[0] = in[0]
+				for k := 1; k < len(blk); k *= 2 {
+					copy(blk[k:], blk[:k])
 				}
 				in = in[1:]
 			case kindHuff:

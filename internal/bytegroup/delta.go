@@ -35,32 +35,49 @@ const sampleLen = 128 << 10
 // of the same dtype; shorter, longer or empty) in width planes, by the
 // transform that codes smaller; DecodeDelta is its inverse.
 func EncodeDelta(raw, base []byte, width int) []byte {
+	return AppendDelta(nil, raw, base, width)
+}
+
+// AppendDelta is EncodeDelta appending to dst, which the caller may reuse
+// once it is done with the result.
+func AppendDelta(dst, raw, base []byte, width int) []byte {
 	if !validWidth(width) {
 		width = 1
 	}
-	if width != 2 && width != 4 {
-		return EncodeWith(XOR(nil, raw, base), width, base)
+	if width == 1 {
+		return encode(dst, XOR(nil, raw, base), 1, nil, asIs)
 	}
-	c := coders.Get().(*coder)
-	defer coders.Put(c)
-	c.delta = grow(c.delta, len(raw))
-	d := c.delta
+	if width != 2 && width != 4 {
+		return encode(dst, raw, width, base, byXOR)
+	}
 	if len(raw) >= sampleMin {
 		// The transform that wins on a sample from the middle wins on the
 		// whole: a chunk of one tensor is of one kind throughout.
-		at := (len(raw)/2 - sampleLen/2) &^ 7
-		s, sb := raw[at:at+sampleLen], base[min(at, len(base)):min(at+sampleLen, len(base))]
-		x := len(EncodeWith(XOR(d[:0], s, sb), width, sb))
-		if len(encode(difference(d[:sampleLen], s, sb, width, false), width, sb, magicSub)) < x {
-			return encode(difference(d, raw, base, width, false), width, base, magicSub)
+		if pickOnSample(raw, base, width) == byDifference {
+			return encode(dst, raw, width, base, byDifference)
 		}
-		return EncodeWith(XOR(d, raw, base), width, base)
+		return encode(dst, raw, width, base, byXOR)
 	}
-	byDiff := encode(difference(d, raw, base, width, false), width, base, magicSub)
-	if byXOR := EncodeWith(XOR(d, raw, base), width, base); len(byXOR) <= len(byDiff) {
+	byDiff := encode(nil, raw, width, base, byDifference)
+	if byXOR := encode(dst, raw, width, base, byXOR); len(byXOR) <= len(byDiff) {
 		return byXOR
 	}
-	return byDiff
+	return append(dst, byDiff...)
+}
+
+// pickOnSample returns the transform that codes a sample from the middle
+// of raw smaller.
+func pickOnSample(raw, base []byte, width int) transform {
+	c := coders.Get().(*coder)
+	defer coders.Put(c)
+	at := (len(raw)/2 - sampleLen/2) &^ 7
+	s, sb := raw[at:at+sampleLen], base[min(at, len(base)):min(at+sampleLen, len(base))]
+	c.sample = encode(c.sample[:0], s, width, sb, byXOR)
+	x := len(c.sample)
+	if c.sample = encode(c.sample[:0], s, width, sb, byDifference); len(c.sample) < x {
+		return byDifference
+	}
+	return byXOR
 }
 
 // GroupedMayBeat reports whether Encode(raw, width) may code raw in fewer
@@ -83,21 +100,13 @@ func GroupedMayBeat(raw []byte, width int, size int) bool {
 // DecodeDelta decodes enc, a delta EncodeDelta coded against base, into
 // dst (grown as needed): rawLen bytes, or ErrCorrupt.
 func DecodeDelta(dst, enc []byte, rawLen int, base []byte) ([]byte, error) {
-	if len(enc) >= 4 && [4]byte(enc[:4]) == magicSub {
-		out, err := decode(dst, enc, rawLen, base)
-		if err != nil {
-			return nil, err
-		}
+	if len(enc) >= 5 && [4]byte(enc[:4]) == magicSub {
 		if w := int(enc[4]); w != 2 && w != 4 {
 			return nil, fmt.Errorf("%w: a difference delta of width %d", ErrCorrupt, w)
 		}
-		return difference(out, out, base, int(enc[4]), true), nil
+		return decode(dst, enc, rawLen, base, byDifference)
 	}
-	out, err := DecodeWith(dst, enc, rawLen, base)
-	if err != nil {
-		return nil, err
-	}
-	return XOR(out, out, base), nil
+	return decode(dst, enc, rawLen, base, byXOR)
 }
 
 // difference sets dst (len(a) bytes; it may be a) to the zigzag

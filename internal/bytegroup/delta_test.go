@@ -57,7 +57,7 @@ func TestDifferenceDeltaRoundTripProperty(t *testing.T) {
 			}
 		}
 		if width == 2 || width == 4 {
-			enc := encode(difference(nil, target, base, width, false), width, base, magicSub)
+			enc := encode(nil, target, width, base, byDifference)
 			got, err := DecodeDelta(nil, enc, len(target), base)
 			if err != nil || !bytes.Equal(got, target) {
 				t.Fatalf("difference: round trip differs (target %d base %d width %d): %v", len(target), len(base), width, err)
@@ -119,7 +119,7 @@ func TestDeltaLongChunkShortBase(t *testing.T) {
 func TestDifferenceBeatsXOROnFineTunes(t *testing.T) {
 	base, ft := lora(sampleMin)
 	byXOR := len(EncodeWith(XOR(nil, ft, base), 2, base))
-	byDiff := len(encode(difference(nil, ft, base, 2, false), 2, base, magicSub))
+	byDiff := len(encode(nil, ft, 2, base, byDifference))
 	got := EncodeDelta(ft, base, 2)
 	t.Logf("XOR %.4f, difference %.4f", float64(byXOR)/float64(len(ft)), float64(byDiff)/float64(len(ft)))
 	if byDiff >= byXOR || float64(byDiff) > 0.41*float64(len(ft)) || len(got) != byDiff {
@@ -134,7 +134,7 @@ func FuzzDecodeDelta(f *testing.F) {
 	base, ft := lora(6000)
 	for _, width := range []int{1, 2, 4} {
 		f.Add(EncodeDelta(ft, base, width), len(ft), true)
-		f.Add(encode(difference(nil, ft, base, 2, false), 2, base, magicSub), len(ft), true)
+		f.Add(encode(nil, ft, 2, base, byDifference), len(ft), true)
 		f.Add(EncodeDelta(ft[:777], nil, width), 777, false)
 	}
 	f.Fuzz(func(t *testing.T, enc []byte, rawLen int, withBase bool) {
@@ -211,4 +211,40 @@ func TestGroupedMayBeat(t *testing.T) {
 			t.Errorf("%d bytes against %d (grouped %d): %v, want %v", len(c.raw), c.size, grouped, got, c.want)
 		}
 	}
+}
+
+// The one-pass split and join (a base covering every element, widths 2
+// and 4) lay the planes out exactly as the transform, order's permutation
+// and splitPermuted do, and joinKeyed inverts them, for any bytes.
+func TestOnePassIsThePermutedPath(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		width := rapid.SampledFrom([]int{2, 4}).Draw(t, "width")
+		src := genData(t, "src")
+		ctx := nearBase(t, src)
+		ctx = append(ctx, genData(t, "ctx_tail")...) // as long as src, or longer
+		for len(ctx) < len(src) {
+			ctx = append(ctx, byte(len(ctx)*7))
+		}
+		n := len(src) / width
+		for _, tr := range []transform{byXOR, byDifference} {
+			var c coder
+			want := make([][]byte, width)
+			got := make([][]byte, width)
+			for p := range want {
+				want[p], got[p] = make([]byte, n), make([]byte, n)
+			}
+			splitPermuted(transformWhole(nil, src, ctx, width, tr, false), want, width, c.order(ctx, n, width, tr == byDifference))
+			splitKeyed(src, ctx, got, width, tr)
+			for p := range want {
+				if !bytes.Equal(got[p], want[p]) {
+					t.Fatalf("transform %d width %d n %d: plane %d differs", tr, width, n, p)
+				}
+			}
+			back := make([]byte, n*width)
+			joinKeyed(back, ctx, got, width, tr)
+			if !bytes.Equal(back, src[:n*width]) {
+				t.Fatalf("transform %d width %d n %d: joinKeyed does not invert", tr, width, n)
+			}
+		}
+	})
 }

@@ -46,3 +46,39 @@ func TestOlderCodingsStillDecode(t *testing.T) {
 		t.Error("the XOR delta's coding changed")
 	}
 }
+
+// Deltas coded by the build before the one-pass split (commit adaa6e9)
+// against a base as long as the array, where the one-pass split and join
+// apply (widths 2 and 4, XOR and difference, an odd trailing byte): they
+// decode as they did, and are coded again to the same bytes.
+func TestOnePassDeltasMatchTheFormat(t *testing.T) {
+	base, ft := goldenArrays()
+	full := append(append([]byte{}, base...), ft[len(base):]...)
+	full[len(full)-7] ^= 0x55
+	f4 := ft[:len(ft)-1]
+	for _, c := range []struct {
+		file      string
+		raw, base []byte
+		width     int
+		transform transform
+	}{
+		{"delta-v3.mbg", ft, full, 2, byDifference},
+		{"delta-v2-full.mbg", ft, full, 2, byXOR},
+		{"delta-v3-w4.mbg", f4, full[:len(f4)], 4, byDifference},
+		{"delta-v2-w4.mbg", f4, full[:len(f4)], 4, byXOR},
+	} {
+		want, err := os.ReadFile("testdata/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !keyedFits(len(c.raw)/c.width, c.width, c.base, c.transform) {
+			t.Fatalf("%s: the one-pass path does not apply", c.file)
+		}
+		if got := encode(nil, c.raw, c.width, c.base, c.transform); !bytes.Equal(got, want) {
+			t.Errorf("%s: coded differently", c.file)
+		}
+		if got, err := DecodeDelta(nil, want, len(c.raw), c.base); err != nil || !bytes.Equal(got, c.raw) {
+			t.Errorf("%s: %v", c.file, err)
+		}
+	}
+}

@@ -8,15 +8,17 @@ func split(src []byte, planes [][]byte, width int) {
 	n := len(planes[0])
 	switch width {
 	case 2:
-		p0, p1 := planes[0][:n], planes[1][:n]
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			x := binary.LittleEndian.Uint64(src[2*i:])
-			binary.LittleEndian.PutUint32(p0[i:], evenBytes(x))
-			binary.LittleEndian.PutUint32(p1[i:], evenBytes(x>>8))
+		p0, p1, s := planes[0][:n], planes[1][:n], src[:2*n]
+		// Eight elements a step, the slices cut as it goes: the bounds
+		// checks of indexed loads and stores cost more than the shifts.
+		for len(s) >= 16 && len(p0) >= 8 && len(p1) >= 8 {
+			x0, x1 := binary.LittleEndian.Uint64(s[:8]), binary.LittleEndian.Uint64(s[8:16])
+			binary.LittleEndian.PutUint64(p0[:8], uint64(evenBytes(x0))|uint64(evenBytes(x1))<<32)
+			binary.LittleEndian.PutUint64(p1[:8], uint64(evenBytes(x0>>8))|uint64(evenBytes(x1>>8))<<32)
+			s, p0, p1 = s[16:], p0[8:], p1[8:]
 		}
-		for ; i < n; i++ {
-			p0[i], p1[i] = src[2*i], src[2*i+1]
+		for i := range p0 {
+			p0[i], p1[i] = s[2*i], s[2*i+1]
 		}
 	case 4:
 		p0, p1, p2, p3 := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n]
@@ -39,14 +41,15 @@ func join(dst []byte, planes [][]byte, width int) {
 	n := len(planes[0])
 	switch width {
 	case 2:
-		p0, p1 := planes[0][:n], planes[1][:n]
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			x := spreadBytes(binary.LittleEndian.Uint32(p0[i:])) | spreadBytes(binary.LittleEndian.Uint32(p1[i:]))<<8
-			binary.LittleEndian.PutUint64(dst[2*i:], x)
+		p0, p1, d := planes[0][:n], planes[1][:n], dst[:2*n]
+		for len(d) >= 16 && len(p0) >= 8 && len(p1) >= 8 {
+			a, b := binary.LittleEndian.Uint64(p0[:8]), binary.LittleEndian.Uint64(p1[:8])
+			binary.LittleEndian.PutUint64(d[:8], spreadBytes(uint32(a))|spreadBytes(uint32(b))<<8)
+			binary.LittleEndian.PutUint64(d[8:16], spreadBytes(uint32(a>>32))|spreadBytes(uint32(b>>32))<<8)
+			d, p0, p1 = d[16:], p0[8:], p1[8:]
 		}
-		for ; i < n; i++ {
-			dst[2*i], dst[2*i+1] = p0[i], p1[i]
+		for i := range p0 {
+			d[2*i], d[2*i+1] = p0[i], p1[i]
 		}
 	case 4:
 		p0, p1, p2, p3 := planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n]

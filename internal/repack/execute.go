@@ -171,7 +171,9 @@ func (p *Plan) codeBatch(ctx context.Context, st *store.Store, reader *store.Blo
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			c, err := p.code(reader, it)
+			op := outBufs.Get().(*[]byte)
+			defer outBufs.Put(op)
+			c, err := p.code(reader, it, op)
 			if err == nil && c != nil {
 				if _, werr := w.PutStored(c.rec, c.stored); werr != nil {
 					return fmt.Errorf("repack: %w", werr)
@@ -244,15 +246,19 @@ func (p *Plan) commitBatch(ctx context.Context, st *store.Store, w *store.BlobWr
 	return nil
 }
 
-var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, objects.ChunkSize); return &b }}
+var (
+	chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, objects.ChunkSize); return &b }}
+	outBufs   = sync.Pool{New: func() any { return new([]byte) }}
+)
 
-// code reads one blob (its digest checked) and codes it; nil means raw is
-// smallest.
-func (p *Plan) code(reader *store.BlobReader, it Item) (*coded, error) {
-	// The raw bytes and the base's are read into pooled chunk buffers: a
-	// fresh 4 MiB a blob is zeroed memory and garbage to collect, which
-	// cost a repack a fifth of its CPU. What code returns never aliases
-	// them (the coders make their own output).
+// code reads one blob (its digest checked) and codes it into *out (grown
+// as needed; what code returns aliases it until the caller puts it back);
+// nil means raw is smallest.
+func (p *Plan) code(reader *store.BlobReader, it Item, out *[]byte) (*coded, error) {
+	// The raw bytes and the base's are read into pooled chunk buffers, and
+	// coded into a pooled one: a fresh 4 MiB a blob is zeroed memory and
+	// garbage to collect, which cost a repack a fifth of its CPU. What
+	// code returns never aliases the raw bytes.
 	rp, bp := chunkBufs.Get().(*[]byte), chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(rp)
 	defer chunkBufs.Put(bp)
@@ -280,14 +286,17 @@ func (p *Plan) code(reader *store.BlobReader, it Item) (*coded, error) {
 		return nil, nil
 	case it.Rec.Coded():
 		// Grouped already: only a smaller delta replaces it.
-		if stored = store.EncodeDelta(raw, it.Width, base); int64(len(stored)) >= it.Rec.Stored {
+		if stored = store.AppendDelta(*out, raw, it.Width, base); int64(len(stored)) >= it.Rec.Stored {
 			return nil, nil
 		}
 		coding = store.CodingDelta
 	default:
-		if coding, stored = store.EncodeBlob(raw, it.Width, base); coding == store.CodingRaw {
+		if coding, stored = store.AppendBlob(*out, raw, it.Width, base); coding == store.CodingRaw {
 			return nil, nil
 		}
+	}
+	if cap(stored) > cap(*out) && cap(stored) <= 2*objects.ChunkSize {
+		*out = stored[:0] // the grown buffer is the one to keep
 	}
 	rec := store.BlobRecord{Digest: it.Rec.Digest, Size: it.Rec.Size, Coding: coding}
 	if coding == store.CodingDelta {

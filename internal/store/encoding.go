@@ -122,18 +122,29 @@ func attachBase(tx *bolt.Tx, r *BlobRecord) error {
 // delta) is given, the XOR delta against it, whichever is smaller. It
 // returns CodingRaw and nil when neither is smaller than raw.
 func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
+	return AppendBlob(nil, raw, width, base)
+}
+
+// AppendBlob is EncodeBlob coding into dst[:0] (grown as needed), which the
+// caller may reuse once it is done with the result (repack codes every
+// blob of a store through a few such buffers).
+func AppendBlob(dst, raw []byte, width int, base []byte) (Coding, []byte) {
+	if base == nil {
+		if g := bytegroup.AppendEncode(dst[:0], raw, width); len(g) < len(raw) {
+			return CodingGrouped, g
+		}
+		return CodingRaw, nil
+	}
 	best, coding := []byte(nil), CodingRaw
-	if base != nil {
-		delta := EncodeDelta(raw, width, base)
-		if len(delta) < len(raw) {
-			best, coding = delta, CodingDelta
-		}
-		if len(delta)*100 < len(raw)*62 {
-			return coding, best // grouped alone does not get there on weights (~0.67)
-		}
-		if best != nil && !bytegroup.GroupedMayBeat(raw, width, len(best)) {
-			return coding, best // a sample says grouped would lose: not coded whole
-		}
+	delta := bytegroup.AppendDelta(dst[:0], raw, base, width)
+	if len(delta) < len(raw) {
+		best, coding = delta, CodingDelta
+	}
+	if len(delta)*100 < len(raw)*62 {
+		return coding, best // grouped alone does not get there on weights (~0.67)
+	}
+	if best != nil && !bytegroup.GroupedMayBeat(raw, width, len(best)) {
+		return coding, best // a sample says grouped would lose: not coded whole
 	}
 	if g := bytegroup.Encode(raw, width); len(g) < len(raw) && (best == nil || len(g) < len(best)) {
 		best, coding = g, CodingGrouped
@@ -147,6 +158,11 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 // it has.
 func EncodeDelta(raw []byte, width int, base []byte) []byte {
 	return bytegroup.EncodeDelta(raw, base, width)
+}
+
+// AppendDelta is EncodeDelta coding into dst[:0], as AppendBlob.
+func AppendDelta(dst, raw []byte, width int, base []byte) []byte {
+	return bytegroup.AppendDelta(dst[:0], raw, base, width)
 }
 
 // decodeBlob turns the stored bytes of rec into its raw bytes in buf
