@@ -1,6 +1,7 @@
 package hfindex
 
 import (
+	"bytes"
 	"path"
 	"sort"
 	"strconv"
@@ -163,7 +164,8 @@ func (s *scanner) metadata(idx *Index) bool {
 }
 
 func (s *scanner) weightMap(idx *Index) bool {
-	seen := map[string]bool{}
+	// About one entry per colon left: the map is not grown entry by entry.
+	seen := make(map[string]bool, bytes.Count(s.b[s.i:], []byte{':'}))
 	resolved := map[string]string{}
 	dir := path.Dir(idx.Path)
 	ok := s.object(func(name string, at, _ int) bool {
