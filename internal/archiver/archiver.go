@@ -143,6 +143,8 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if layout, files, err = verifyStored(codec, claimed, layout, files, h, pool); err != nil {
 		return nil, err
 	}
+	large := len(layout.Tensors) >= largeModel
+	collect(large) // the second parse's header and scratch
 	if err := checkUnchanged(dir, files, before); err != nil {
 		return nil, err
 	}
@@ -153,7 +155,6 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	// layout and hashes are dropped once the manifest is built, the
 	// manifest once it is encoded. A model of 100,000 tensors holds each
 	// of them at about 15 MB, the encoding at 30 MB.
-	large := len(m.Tensors) >= largeModel
 	layout, h, files = nil, nil, nil
 	collect(large)
 	digest, encoded, err := m.Digest()
