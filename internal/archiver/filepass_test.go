@@ -103,3 +103,68 @@ func TestPassExtents(t *testing.T) {
 		t.Errorf("a short file: %v", err)
 	}
 }
+
+// Two storers share a file's batches: every chunk gets its digest in its
+// own slot, a span of one chunk its whole digest too, and every chunk is
+// stored once, whichever storer took it.
+func TestTwoStorers(t *testing.T) {
+	if storers(8*objects.ChunkSize) != 2 || storers(8*objects.ChunkSize-1) != 1 {
+		t.Fatal("a file of 8 chunks or more has two storers, a smaller one one")
+	}
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	defer w.Abort()
+	r := rand.New(rand.NewPCG(3, 4))
+	var spans []*span
+	var want [][]byte // by span, then chunk: the bytes sent
+	batches := make(chan batch, 1)
+	var storeErr atomic.Pointer[error]
+	prog := &counter{}
+	storing := startStorers(2, batches, w, &storeErr, prog)
+	var sent int64
+	for i := range 40 {
+		n := 1 + i%3
+		s := &span{path: "f", chunks: make([]objects.Digest, n)}
+		spans = append(spans, s)
+		for c := range n {
+			data := make([]byte, 1000+r.IntN(3000))
+			for k := range data {
+				data[k] = byte(r.Uint32())
+			}
+			if i == 7 {
+				data = want[0] // the same bytes again: stored once
+			}
+			want = append(want, data)
+			bp := blockPool.Get().(*[]byte)
+			buf := append((*bp)[:0], data...)
+			batches <- batch{bp: bp, pool: &blockPool, items: []batchItem{{s: s, c: c, data: buf}}}
+			sent += int64(len(data))
+		}
+	}
+	close(batches)
+	storing.Wait()
+	if p := storeErr.Load(); p != nil {
+		t.Fatal(*p)
+	}
+	k := 0
+	distinct := map[objects.Digest]bool{}
+	for i, s := range spans {
+		for c, d := range s.chunks {
+			if d != objects.Sum(want[k]) {
+				t.Fatalf("span %d chunk %d: digest %s, want that of its bytes", i, c, d.Short())
+			}
+			distinct[d] = true
+			k++
+		}
+		if len(s.chunks) == 1 && s.digest != s.chunks[0] {
+			t.Fatalf("span %d of one chunk has not its chunk's digest", i)
+		}
+	}
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(distinct) || prog.done.Load() != sent {
+		t.Fatalf("%d blobs stored for %d distinct chunks, progress %d of %d bytes", len(recs), len(distinct), prog.done.Load(), sent)
+	}
+}
