@@ -44,9 +44,10 @@ type batchItem struct {
 // hasher and, for the extents that are stored, through its chunk's (and a
 // span's, for a span of several chunks), and the chunks, hashed and
 // stored, become the span's chunks. Storing runs on goroutines of its
-// own (nstorers of them: storers), so that one large file keeps two cores
-// busy. Padding must be zeros; a tensor placed again is hashed into again,
-// for sameChunks. stored and again are f's, by extent.
+// own (nstorers of them: storers), so that one large file keeps two
+// cores busy. Padding must be zeros;
+// a tensor placed again is hashed into again, for sameChunks. stored and
+// again are f's, by extent.
 func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, nstorers int, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
