@@ -44,11 +44,10 @@ type batchItem struct {
 // hasher and, for the extents that are stored, through its chunk's (and a
 // span's, for a span of several chunks), and the chunks, hashed and
 // stored, become the span's chunks. Storing runs on goroutines of its
-// own (nstorers of them: storers), so that one large file keeps two
-// cores busy. Padding must be zeros;
+// own (storers), so that one large file keeps two cores busy. Padding must be zeros;
 // a tensor placed again is hashed into again, for sameChunks. stored and
 // again are f's, by extent.
-func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, nstorers int, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
+func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
 		return err
@@ -57,7 +56,7 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 
 	batches := make(chan batch, 1)
 	var storeErr atomic.Pointer[error]
-	storing := startStorers(nstorers, batches, w, &storeErr, prog)
+	storing := startStorers(storers(f.Size), batches, w, &storeErr, prog)
 	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
 	close(batches)
 	storing.Wait()
@@ -70,32 +69,16 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 	return nil
 }
 
-// storers is how many goroutines store the chunks of a file of size bytes,
-// among files of which large are of twoStorersFrom bytes or more (every
-// file of the add). Storing a chunk (hashing it alone and writing it, the
-// write filling fresh page cache) takes about twice as long as reading it
-// and hashing it into the file's digest: a large file alone in an add (a
+// storers is how many goroutines store the chunks of a file of size
+// bytes. Storing a chunk (hashing it alone and writing it, the write
+// filling fresh page cache) takes about twice as long as reading it and
+// hashing it into the file's digest: a large file alone in an add (a
 // dense model of one file) kept its reader half idle with one storer.
-// Where several large files are passed at once (shards), they keep the
-// cores busy already.
-func storers(large int, size int64) int {
-	if large == 1 && size >= twoStorersFrom {
+func storers(size int64) int {
+	if size >= 8*objects.ChunkSize {
 		return 2
 	}
 	return 1
-}
-
-const twoStorersFrom = 8 * objects.ChunkSize
-
-// largeFiles counts the files of twoStorersFrom bytes or more.
-func largeFiles(files []fileWork) int {
-	n := 0
-	for _, f := range files {
-		if f.Size >= twoStorersFrom {
-			n++
-		}
-	}
-	return n
 }
 
 // startStorers starts n goroutines that store the batches until the

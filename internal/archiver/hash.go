@@ -105,7 +105,6 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 	}
 	var tasks []task
 	again := make([][][]objects.Digest, len(files)) // chunk digests of tensors placed again, by file and extent
-	large := largeFiles(files)
 	for fi, f := range files {
 		switch {
 		case f.Size == 0:
@@ -116,7 +115,7 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		default:
 			again[fi] = make([][]objects.Digest, len(f.Extents))
 			tasks = append(tasks, task{f.Size, func() error {
-				return filePass(gctx, pool, w, f, storers(large, f.Size), h.files[fi], stored[fi], again[fi], prog)
+				return filePass(gctx, pool, w, f, h.files[fi], stored[fi], again[fi], prog)
 			}})
 		}
 	}
