@@ -43,8 +43,8 @@ type batchItem struct {
 // filePass reads file f once, in order: every byte goes through the file's
 // hasher and, for the extents that are stored, through its chunk's (and a
 // span's, for a span of several chunks), and the chunks, hashed and
-// stored, become the span's chunks. Storing runs on goroutines of its
-// own (storers), so that one large file keeps two cores busy. Padding must be zeros;
+// stored, become the span's chunks. Storing runs on a goroutine of its
+// own, so that one large file keeps two cores busy. Padding must be zeros;
 // a tensor placed again is hashed into again, for sameChunks. stored and
 // again are f's, by extent.
 func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
@@ -56,10 +56,32 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 
 	batches := make(chan batch, 1)
 	var storeErr atomic.Pointer[error]
-	storing := startStorers(storers(f.Size), batches, w, &storeErr, prog)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range batches {
+			for _, it := range b.items {
+				if storeErr.Load() != nil {
+					break
+				}
+				d := objects.Sum(it.data)
+				it.s.chunks[it.c] = d
+				if len(it.s.chunks) == 1 {
+					it.s.digest = d
+				}
+				if _, err := w.Put(d, it.data); err != nil {
+					failed := err // only a failure is kept: err itself stays off the heap
+					storeErr.Store(&failed)
+				}
+				prog.add(int64(len(it.data)))
+			}
+			*b.bp = (*b.bp)[:cap(*b.bp)]
+			b.pool.Put(b.bp)
+		}
+	}()
 	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
 	close(batches)
-	storing.Wait()
+	<-done
 	if err != nil {
 		return err
 	}
@@ -67,56 +89,6 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 		return *p
 	}
 	return nil
-}
-
-// storers is how many goroutines store the chunks of a file of size
-// bytes. Storing a chunk (hashing it alone and writing it, the write
-// filling fresh page cache) takes about twice as long as reading it and
-// hashing it into the file's digest: a large file alone in an add (a
-// dense model of one file) kept its reader half idle with one storer.
-func storers(size int64) int {
-	if size >= 8*objects.ChunkSize {
-		return 2
-	}
-	return 1
-}
-
-// startStorers starts n goroutines that store the batches until the
-// channel is closed; Wait on what it returns waits for them.
-func startStorers(n int, batches <-chan batch, w *store.BlobWriter, storeErr *atomic.Pointer[error], prog *counter) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			storeBatches(batches, w, storeErr, prog)
-		}()
-	}
-	return &wg
-}
-
-// storeBatches hashes and stores the chunks of the batches it receives,
-// and gives their buffers back.
-func storeBatches(batches <-chan batch, w *store.BlobWriter, storeErr *atomic.Pointer[error], prog *counter) {
-	for b := range batches {
-		for _, it := range b.items {
-			if storeErr.Load() != nil {
-				break
-			}
-			d := objects.Sum(it.data)
-			it.s.chunks[it.c] = d
-			if len(it.s.chunks) == 1 {
-				it.s.digest = d
-			}
-			if _, err := w.Put(d, it.data); err != nil {
-				failed := err // only a failure is kept: err itself stays off the heap
-				storeErr.Store(&failed)
-			}
-			prog.add(int64(len(it.data)))
-		}
-		*b.bp = (*b.bp)[:cap(*b.bp)]
-		b.pool.Put(b.bp)
-	}
 }
 
 // passExtents is filePass's reading side; send hands a batch of chunks of
