@@ -12,15 +12,16 @@ import (
 	"github.com/mstore/mstore/internal/testmodel"
 )
 
-// The peak RSS bounds for a model of 100,000 tensors of 512 B. Checkout and
-// pull are held to their targets (issue 13: 150 MB; issue 12: 200 MB
-// whatever the model's size). Add is not yet at its 150 MB target: it
-// peaks at 180-210 MiB (two layouts of the model, its hashes and its blob
-// records are live while it is parsed again), and the bound catches the
-// class, a commit that holds everything at once again (230-290 MB before
-// its records were batched and each stage's data dropped).
+// The peak RSS bounds for a model of 100,000 tensors of 512 B. Checkout
+// and pull are held to their targets (issue 13: 150 MB; issue 12: 200 MB
+// whatever the model's size). Add meets its 150 MB target at the median
+// (bench/perf.sh: 143-146 MiB) but single runs reach 155 MiB, as the
+// collector's timing varies, so its bound has room above that; it catches
+// the class it was at before, 180-210 MiB (two layouts, the hashes and the
+// blob records live together while the model was parsed again, the heap
+// grown to twice that before a collection).
 const (
-	manySmallAddPeak      = 240 << 20
+	manySmallAddPeak      = 170 << 20
 	manySmallCheckoutPeak = 150 << 20
 	manySmallPullPeak     = 200 << 20
 )

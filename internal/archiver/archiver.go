@@ -138,9 +138,13 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyStored(codec, claimed, layout, files, h, pool); err != nil {
+	// The first layout is dropped inside: its twin from the stored bytes
+	// replaces it.
+	if layout, files, err = verifyStored(codec, claimed, layout, files, h, pool); err != nil {
 		return nil, err
 	}
+	large := len(layout.Tensors) >= largeModel
+	collect(large) // the second parse's header and scratch
 	if err := checkUnchanged(dir, files, before); err != nil {
 		return nil, err
 	}
@@ -152,6 +156,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	// manifest once it is encoded. A model of 100,000 tensors holds each
 	// of them at about 15 MB, the encoding at 30 MB.
 	layout, h, files = nil, nil, nil
+	collect(large)
 	digest, encoded, err := m.Digest()
 	if err != nil {
 		return nil, err
@@ -163,6 +168,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	needs := m.Blobs()
 	m = nil
+	collect(large)
 	if err := objects.CheckReadBack(encoded); err != nil {
 		return nil, err // the store must never hold a manifest it cannot read
 	}
@@ -196,6 +202,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if written, err = st.RecordAhead(written, store.FailAddBlobsRecorded); err != nil {
 		return nil, err
 	}
+	collect(large)
 	err = st.Update(func(tx *bolt.Tx) error {
 		if err := store.RecordBlobs(tx, written); err != nil {
 			return err
@@ -432,6 +439,22 @@ func checkCoverage(f formats.File, tensors []formats.Tensor) error {
 		return fmt.Errorf("add: codec layout of %s covers %d of %d bytes", f.Path, off, f.Size)
 	}
 	return nil
+}
+
+// largeModel is the number of tensors from which add collects garbage
+// itself where a stage drops what it held (collect).
+const largeModel = 10_000
+
+// collect runs a garbage collection now, for a large model: where a stage
+// of add has just dropped tens of megabytes (a layout, the hashes, a
+// manifest) and the next is about to allocate as much, so that the heap
+// is reused instead of grown to twice what was live at the last
+// collection. For 100,000 tensors each costs about 10 ms and keeps the
+// peak 30–40 MB lower.
+func collect(large bool) {
+	if large {
+		runtime.GC()
+	}
 }
 
 func workers(n int) int {

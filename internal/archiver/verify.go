@@ -1,11 +1,8 @@
 package archiver
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sort"
 	"sync"
 
@@ -27,8 +24,13 @@ import (
 // and must be equal, so the stream stored is the stream parsed.
 
 // verifyStored parses the model again from what was stored and requires
-// the layout of the first parse.
-func verifyStored(codec formats.Codec, claimed []string, first *formats.Layout, files []fileWork, h *hashes, pool *readerPool) error {
+// the layout of the first parse. It returns the layout and files the rest
+// of the add uses: the first parse is printed and dropped before the
+// second is made (layoutPrint), its files' extents too (files is changed
+// in place), and the second, equal to it, takes its place. A model whose
+// container files are all decoded streams is not parsed again: first and
+// files come back as they are.
+func verifyStored(codec formats.Codec, claimed []string, first *formats.Layout, files []fileWork, h *hashes, pool *readerPool) (*formats.Layout, []fileWork, error) {
 	decoded := 0
 	for _, f := range first.Files {
 		if f.Meta[formats.MetaCompression] != "" {
@@ -37,67 +39,40 @@ func verifyStored(codec formats.Codec, claimed []string, first *formats.Layout, 
 	}
 	switch {
 	case decoded == len(first.Files):
-		return nil // the stream was checked when it was spooled (spool)
+		return first, files, nil // the stream was checked when it was spooled (spool)
 	case decoded > 0:
-		return fmt.Errorf("add: codec %s lays out compressed and plain container files together; add cannot check them", codec.Name())
+		return nil, nil, fmt.Errorf("add: codec %s lays out compressed and plain container files together; add cannot check them", codec.Name())
 	}
 	sd := newStagedDir(files, h, pool)
+	want := printLayout(first)
+	large := len(first.Tensors) >= largeModel
+	first = nil
+	for i := range files {
+		if !files[i].other {
+			files[i].File = formats.File{Path: files[i].Path}
+		}
+	}
+	collect(large)
 	again, err := codec.Parse(sd, claimed)
 	if verr := sd.failure(); verr != nil {
-		return verr
+		return nil, nil, verr
 	}
 	if err != nil {
-		return errs.Wrap(errs.IntegrityError, "add", err, "the model's bytes as stored no longer parse as they did: a file changed while it was being added; add it again when nothing writes to it")
+		return nil, nil, errs.Wrap(errs.IntegrityError, "add", err, "the model's bytes as stored no longer parse as they did: a file changed while it was being added; add it again when nothing writes to it")
 	}
-	if diff := layoutDifference(first, again); diff != "" {
-		return errs.New(errs.IntegrityError, "add", "the model's bytes as stored parse to another layout (%s): a file changed while it was being added; add it again when nothing writes to it", diff)
+	if diff := want.difference(printLayout(again)); diff != "" {
+		return nil, nil, errs.New(errs.IntegrityError, "add", "the model's bytes as stored parse to another layout (%s): a file changed while it was being added; add it again when nothing writes to it", diff)
 	}
-	return nil
-}
-
-// layoutDifference names the first difference between two layouts, or "".
-func layoutDifference(a, b *formats.Layout) string {
-	if a.Format != b.Format {
-		return "format"
+	byPath := make(map[string]int, len(again.Files))
+	for i, f := range again.Files {
+		byPath[f.Path] = i
 	}
-	if len(a.Files) != len(b.Files) {
-		return "number of files"
-	}
-	for i := range a.Files {
-		if !sameFile(&a.Files[i], &b.Files[i]) {
-			return "file " + a.Files[i].Path
+	for i := range files {
+		if !files[i].other {
+			files[i].File = again.Files[byPath[files[i].Path]]
 		}
 	}
-	if len(a.Tensors) != len(b.Tensors) {
-		return "number of tensors"
-	}
-	for i := range a.Tensors {
-		x, y := &a.Tensors[i], &b.Tensors[i]
-		if x.Name != y.Name || x.DType != y.DType || x.Size != y.Size || !slices.Equal(x.Shape, y.Shape) {
-			return fmt.Sprintf("tensor %q", a.Tensors[i].Name)
-		}
-	}
-	return ""
-}
-
-// sameFile compares two parsed files field by field (reflect.DeepEqual
-// cost an allocation per extent; a parsed layout's frames carry no Bytes
-// or CRC-32 slots, but they are compared too).
-func sameFile(a, b *formats.File) bool {
-	if a.Path != b.Path || a.Size != b.Size || a.Index != b.Index || !maps.Equal(a.Meta, b.Meta) || !maps.Equal(a.StoredMeta, b.StoredMeta) || len(a.Extents) != len(b.Extents) {
-		return false
-	}
-	if (a.Meta == nil) != (b.Meta == nil) {
-		return false
-	}
-	for i := range a.Extents {
-		x, y := &a.Extents[i], &b.Extents[i]
-		if x.Kind != y.Kind || x.Offset != y.Offset || x.Size != y.Size || x.Tensor != y.Tensor ||
-			!bytes.Equal(x.Bytes, y.Bytes) || (x.Bytes == nil) != (y.Bytes == nil) || !sameSlots(x.CRC32s, y.CRC32s) {
-			return false
-		}
-	}
-	return true
+	return again, files, nil
 }
 
 // stagedDir is a formats.Dir of the model as it was stored: each file's
@@ -391,11 +366,4 @@ func (f *recordingFile) finish() error {
 		}
 	}
 	return nil
-}
-
-// sameSlots compares two files' CRC-32 slots, their prefixes included.
-func sameSlots(a, b []formats.CRC32Slot) bool {
-	return slices.EqualFunc(a, b, func(x, y formats.CRC32Slot) bool {
-		return x.At == y.At && x.Tensor == y.Tensor && x.Size == y.Size && bytes.Equal(x.Prefix, y.Prefix)
-	})
 }

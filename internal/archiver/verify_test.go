@@ -3,6 +3,7 @@ package archiver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -75,7 +76,21 @@ func stageRewritten(t *testing.T, rw testmodel.Rewrite, when string) error {
 	if when == "stored" {
 		rewrite()
 	}
-	return verifyStored(codec, claimed, layout, files, h, pool)
+	again, kept, err := verifyStored(codec, claimed, layout, files, h, pool)
+	if err != nil {
+		return err
+	}
+	// What the add goes on with is the layout parsed again, equal to the
+	// first, and its files carry that layout's extents.
+	if d := printLayout(layout).difference(printLayout(again)); d != "" || again == layout {
+		t.Fatalf("verifyStored returned another layout (%s) or the first one itself", d)
+	}
+	for _, f := range kept {
+		if !f.other && len(f.Extents) == 0 && f.Size > 0 {
+			t.Fatalf("%s lost its extents", f.Path)
+		}
+	}
+	return nil
 }
 
 func writeFile(t *testing.T, p string, b []byte) string {
@@ -199,45 +214,78 @@ func TestStagedReader(t *testing.T) {
 	}
 }
 
-// sameFile and layoutDifference compare the layout types field by field:
-// a field added to them must be compared too (this test names the count
-// they were written for).
-func TestLayoutComparisonCoversEveryField(t *testing.T) {
+// printLayout prints every field of the layout types: a field added to
+// them must be printed too (this test names the count it was written for),
+// and a change of any of them is a difference.
+func TestLayoutPrintCoversEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v    any
 		want int
-	}{{formats.File{}, 6}, {formats.Extent{}, 6}, {formats.Tensor{}, 4}} {
+	}{{formats.File{}, 6}, {formats.Extent{}, 6}, {formats.Tensor{}, 4}, {formats.CRC32Slot{}, 4}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.want {
-			t.Errorf("%T has %d fields, sameFile/layoutDifference compare %d: compare the new ones", c.v, n, c.want)
+			t.Errorf("%T has %d fields, printLayout prints %d: print the new ones", c.v, n, c.want)
 		}
 	}
 	a := &formats.Layout{Format: "x", Files: []formats.File{{Path: "f", Size: 8, Meta: map[string]string{"k": "v"},
-		Extents: []formats.Extent{{Kind: formats.Frame, Size: 8}}}}, Tensors: []formats.Tensor{{Name: "t", DType: "F32", Shape: []int64{2}, Size: 8}}}
+		Extents: []formats.Extent{{Kind: formats.Frame, Size: 8, Bytes: []byte{1}, CRC32s: []formats.CRC32Slot{{At: 1, Prefix: []byte{2}}}}}}},
+		Tensors: []formats.Tensor{{Name: "t", DType: "F32", Shape: []int64{2}, Size: 8}}}
 	clone := func() *formats.Layout {
 		b := *a
 		b.Files = []formats.File{a.Files[0]}
 		b.Files[0].Meta = map[string]string{"k": "v"}
 		b.Files[0].Extents = append([]formats.Extent{}, a.Files[0].Extents...)
+		b.Files[0].Extents[0].CRC32s = []formats.CRC32Slot{{At: 1, Prefix: []byte{2}}}
 		b.Tensors = []formats.Tensor{a.Tensors[0]}
 		b.Tensors[0].Shape = []int64{2}
 		return &b
 	}
-	if d := layoutDifference(a, clone()); d != "" {
+	if d := printLayout(a).difference(printLayout(clone())); d != "" {
 		t.Fatalf("equal layouts differ: %s", d)
 	}
 	for name, change := range map[string]func(l *formats.Layout){
-		"meta":   func(l *formats.Layout) { l.Files[0].Meta["k"] = "w" },
-		"stored": func(l *formats.Layout) { l.Files[0].StoredMeta = map[string]string{"k": "v"} },
-		"offset": func(l *formats.Layout) { l.Files[0].Extents[0].Offset = 1 },
-		"kind":   func(l *formats.Layout) { l.Files[0].Extents[0].Kind = formats.Zeros },
-		"index":  func(l *formats.Layout) { l.Files[0].Index = true },
-		"shape":  func(l *formats.Layout) { l.Tensors[0].Shape[0] = 3 },
-		"dtype":  func(l *formats.Layout) { l.Tensors[0].DType = "F16" },
+		"format":     func(l *formats.Layout) { l.Format = "y" },
+		"path":       func(l *formats.Layout) { l.Files[0].Path = "g" },
+		"size":       func(l *formats.Layout) { l.Files[0].Size = 9 },
+		"meta":       func(l *formats.Layout) { l.Files[0].Meta["k"] = "w" },
+		"nil meta":   func(l *formats.Layout) { l.Files[0].Meta = nil },
+		"stored":     func(l *formats.Layout) { l.Files[0].StoredMeta = map[string]string{"k": "v"} },
+		"offset":     func(l *formats.Layout) { l.Files[0].Extents[0].Offset = 1 },
+		"kind":       func(l *formats.Layout) { l.Files[0].Extents[0].Kind = formats.Zeros },
+		"extent":     func(l *formats.Layout) { l.Files[0].Extents[0].Tensor = 1 },
+		"bytes":      func(l *formats.Layout) { l.Files[0].Extents[0].Bytes = []byte{3} },
+		"nil bytes":  func(l *formats.Layout) { l.Files[0].Extents[0].Bytes = nil },
+		"crc at":     func(l *formats.Layout) { l.Files[0].Extents[0].CRC32s[0].At = 2 },
+		"crc prefix": func(l *formats.Layout) { l.Files[0].Extents[0].CRC32s[0].Prefix = nil },
+		"index":      func(l *formats.Layout) { l.Files[0].Index = true },
+		"name":       func(l *formats.Layout) { l.Tensors[0].Name = "u" },
+		"shape":      func(l *formats.Layout) { l.Tensors[0].Shape[0] = 3 },
+		"dtype":      func(l *formats.Layout) { l.Tensors[0].DType = "F16" },
+		"tensors":    func(l *formats.Layout) { l.Tensors = append(l.Tensors, l.Tensors[0]) },
 	} {
 		b := clone()
 		change(b)
-		if layoutDifference(a, b) == "" {
+		if printLayout(a).difference(printLayout(b)) == "" {
 			t.Errorf("a change of %s is not seen", name)
 		}
+	}
+	// Fields that run into each other print apart (lengths are printed).
+	x, y := clone(), clone()
+	x.Tensors[0].Name, x.Tensors[0].DType = "ab", "c"
+	y.Tensors[0].Name, y.Tensors[0].DType = "a", "bc"
+	if printLayout(x).difference(printLayout(y)) == "" {
+		t.Error("tensor names and dtypes that run into each other print the same")
+	}
+}
+
+// A difference among many tensors is named by the block it is in.
+func TestLayoutPrintNamesTheTensorBlock(t *testing.T) {
+	l := &formats.Layout{Format: "x"}
+	for i := range 3000 {
+		l.Tensors = append(l.Tensors, formats.Tensor{Name: fmt.Sprint(i), DType: "F32", Size: 4})
+	}
+	a := printLayout(l)
+	l.Tensors[2500].DType = "I32"
+	if d := a.difference(printLayout(l)); d != "tensors 2048 to 2999" {
+		t.Fatalf("difference %q, want tensors 2048 to 2999", d)
 	}
 }

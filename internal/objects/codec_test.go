@@ -203,3 +203,32 @@ func TestMinTensorEncoding(t *testing.T) {
 		t.Fatalf("an empty tensor encodes in %d bytes, minTensorEncoding is %d", n, minTensorEncoding)
 	}
 }
+
+// encodedLen sizes Encode's buffer: the length of the encoding exactly
+// when its text is plain ASCII (so the buffer is not grown, nor held larger
+// than the encoding), and never less than it.
+func TestEncodedLen(t *testing.T) {
+	for name, m := range codecCases() {
+		t.Run(name, func(t *testing.T) {
+			enc := appendManifest(nil, m)
+			n := encodedLen(m)
+			if name == "escapes" {
+				if n < len(enc) {
+					t.Fatalf("encodedLen %d, less than the encoding's %d bytes", n, len(enc))
+				}
+				return
+			}
+			if n != len(enc) {
+				t.Fatalf("encodedLen %d, the encoding is %d bytes", n, len(enc))
+			}
+		})
+	}
+	for _, s := range []string{"\x01\x1f", "\xff\xfe", "\u2028\u2029", "é\"\\"} {
+		if got := len(appendString(nil, s)); got > stringLen(s) {
+			t.Errorf("%q encodes to %d bytes, stringLen says at most %d", s, got, stringLen(s))
+		}
+	}
+	if enc, err := sample().Encode(); err != nil || cap(enc) != len(enc) {
+		t.Fatalf("Encode: %v, a buffer of %d for %d bytes", err, cap(enc), len(enc))
+	}
+}

@@ -96,37 +96,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return appendManifest(make([]byte, 0, m.sizeHint()), m), nil
-}
-
-// sizeHint is about the length of m's encoding (a little more), so that
-// the encoding of a large manifest is not copied as its buffer grows.
-func (m *Manifest) sizeHint() int {
-	const digest = 67 // quoted hex and a comma
-	n := 64 + metaHint(m.Meta)
-	for i := range m.Files {
-		f := &m.Files[i]
-		n += 128 + len(f.Path) + 48*len(f.Extents) + metaHint(f.Meta)
-		for _, e := range f.Extents {
-			if e.Data != nil {
-				n += 32 + digest*(1+len(e.Data.Chunks))
-			}
-		}
-	}
-	for i := range m.Tensors {
-		t := &m.Tensors[i]
-		n += 80 + 2*len(t.Name) + len(t.DType) + 21*len(t.Shape) + digest*(1+len(t.Chunks))
-	}
-	return n
-}
-
-// metaHint is about the length of meta's encoding, with room for escapes.
-func metaHint(meta map[string]string) int {
-	n := 16
-	for k, v := range meta {
-		n += 2*(len(k)+len(v)) + 6
-	}
-	return n
+	return appendManifest(make([]byte, 0, encodedLen(m)), m), nil
 }
 
 // DecodeManifest parses manifest bytes and checks them with Validate.

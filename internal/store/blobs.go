@@ -110,6 +110,9 @@ func (p *openPack) appendRecords(out []BlobRecord) []BlobRecord {
 	return out
 }
 
+// errCommitted is what a writer answers once it has committed.
+var errCommitted = errors.New("store: the blob writer has committed its batch")
+
 // packBuffer is the size of a pack's write buffer.
 const packBuffer = 1 << 20
 
@@ -312,6 +315,9 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		p.recs, p.coded = nil, nil
 	}
 	w.packs = nil
+	// A writer commits once: what it claimed (100,000 digests for a model
+	// of as many small tensors) is dropped before the index is written.
+	w.claimed, w.err = nil, errCommitted
 	Failpoint(FailAfterRename)
 	if err := w.s.syncAll(); err != nil {
 		return nil, err

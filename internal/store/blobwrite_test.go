@@ -55,6 +55,33 @@ func TestLooseBlobFiles(t *testing.T) {
 	}
 }
 
+// A writer commits once: what it claimed is dropped then, and a blob put
+// after is refused, not written nor recorded.
+func TestPutAfterCommit(t *testing.T) {
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	b := randomBytes(100, 9)
+	if _, err := w.Put(objects.Sum(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if w.claimed != nil {
+		t.Fatal("a committed writer still holds the digests it claimed")
+	}
+	c := randomBytes(100, 10)
+	if wrote, err := w.Put(objects.Sum(c), c); err == nil || wrote {
+		t.Fatalf("Put after Commit = %v, %v; want an error", wrote, err)
+	}
+	if recs, err := w.Commit(); err == nil || len(recs) > 0 {
+		t.Fatalf("a second Commit = %d records, %v; want an error", len(recs), err)
+	}
+	if n := len(tempFiles(t, st)); n != 0 {
+		t.Fatalf("%d temp files left", n)
+	}
+}
+
 // Small blobs gathered in a pack's buffer land at the offsets recorded,
 // around and across the buffer's size, beside coded blobs larger than it;
 // an aborted batch leaves no temp file.

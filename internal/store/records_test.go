@@ -93,6 +93,10 @@ func TestRecordAheadBatches(t *testing.T) {
 	if len(rest) != 7 || !slices.IsSortedFunc(rest, compareRecords) || !slices.IsSortedFunc(recs, compareRecords) {
 		t.Fatalf("handed back %d records (sorted: %v), want the last 7 in key order", len(rest), slices.IsSortedFunc(rest, compareRecords))
 	}
+	// A copy: the records already recorded are not kept alive by it.
+	if cap(rest) != len(rest) || &rest[0] == &recs[n-7] || !slices.Equal(rest, recs[n-7:]) {
+		t.Fatalf("handed back a slice of %d records, cap %d, sharing the input: %v", len(rest), cap(rest), &rest[0] == &recs[n-7])
+	}
 	err = st.View(func(tx *bolt.Tx) error {
 		for i, r := range recs {
 			_, ok, err := Blob(tx, r.Digest)
