@@ -1,7 +1,6 @@
 package hfindex
 
 import (
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -86,37 +85,4 @@ func FuzzParseFast(f *testing.F) {
 			t.Fatalf("%q: fast path gives\n%+v\nencoding/json gives\n%+v", b, got, want)
 		}
 	})
-}
-
-// BenchmarkParse reads an index of 20,000 tensors in 10 shards by each
-// path (go test -bench Parse ./internal/formats/hfindex).
-func BenchmarkParse(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString(`{"metadata": {"total_size": 127000000}, "weight_map": {`)
-	for i := range 20_000 {
-		if i > 0 {
-			sb.WriteString(",\n")
-		}
-		sb.WriteString(`  "model.layers.` + strconv.Itoa(i/200) + `.mlp.experts.` + strconv.Itoa(i%200) + `.up_proj.weight": "model-0000` + strconv.Itoa(i%10) + `-of-00010.safetensors"`)
-	}
-	sb.WriteString("\n}}")
-	in := []byte(sb.String())
-	for name, parse := range map[string]func() error{
-		"fast": func() error {
-			if _, ok := parseFast("i.json", in, "test"); !ok {
-				return io.ErrUnexpectedEOF
-			}
-			return nil
-		},
-		"encoding-json": func() error { _, err := parseJSON("i.json", in, "test"); return err },
-	} {
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(in)))
-			for i := 0; i < b.N; i++ {
-				if err := parse(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
