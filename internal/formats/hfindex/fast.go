@@ -1,7 +1,6 @@
 package hfindex
 
 import (
-	"bytes"
 	"path"
 	"sort"
 	"strconv"
@@ -164,8 +163,7 @@ func (s *scanner) metadata(idx *Index) bool {
 }
 
 func (s *scanner) weightMap(idx *Index) bool {
-	// About one entry per colon left: the map is not grown entry by entry.
-	seen := make(map[string]bool, bytes.Count(s.b[s.i:], []byte{':'}))
+	seen := map[string]bool{}
 	resolved := map[string]string{}
 	dir := path.Dir(idx.Path)
 	ok := s.object(func(name string, at, _ int) bool {
