@@ -106,15 +106,6 @@ func Parse(p string, b []byte, pkg string) (*Index, error) {
 	if at := tooDeep(b); at >= 0 {
 		return nil, errs.At(errs.SizeLimitExceeded, pkg, p, at, "JSON nested deeper than %d levels", MaxDepth)
 	}
-	if idx, ok := parseFast(p, b, pkg); ok {
-		return idx, nil
-	}
-	return parseJSON(p, b, pkg)
-}
-
-// parseJSON reads the index b of path p with encoding/json, token by
-// token: any spelling, and every refusal with the offset it is at.
-func parseJSON(p string, b []byte, pkg string) (*Index, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	idx := &Index{Path: p, Size: int64(len(b)), TotalSize: -1, pkg: pkg}
