@@ -91,9 +91,9 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 			off += pc.size
 			continue
 		}
-		rec := blobs.recs[pc.blob]
-		if rec.Size != pc.size {
-			return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+		rec, err := blobs.record(pc)
+		if err != nil {
+			return nil, err
 		}
 		// A coded blob is a job of its own: its stored bytes are not its
 		// raw bytes, so it never joins a run copied as it lies.
@@ -176,6 +176,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 			if err := runCopyJob(blobs, out, &writing, f.path, j); err != nil {
 				return err
 			}
+			startWriteback(out, j.off, j.size)
 			if prog != nil {
 				prog.Add(j.size)
 			}
