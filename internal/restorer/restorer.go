@@ -117,6 +117,8 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer lock.Unlock()
+	building := raiseGCPercent()
+	defer building()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {
 		m, err = store.Manifest(tx, d)
@@ -133,6 +135,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer blobs.Close()
+	building() // what follows makes garbage: copy buffers, a re-layout's casts
 	if dest, err = filepath.Abs(dest); err != nil {
 		return nil, fmt.Errorf("checkout: %w", err)
 	}
