@@ -60,6 +60,9 @@ func copyable(f planFile) bool {
 	if f.encoding != "" || f.want != nil && !f.stored {
 		return false
 	}
+	if f.stored {
+		return true // blobs and zeros only (storedFile): no need to look at 100,000 pieces
+	}
 	for _, pc := range f.pieces {
 		if pc.derived != nil || len(pc.crcs) > 0 {
 			return false
