@@ -13,6 +13,7 @@
 # is warm (inputs are read before each step); every step is timed with
 # `sync` at its end, by /usr/bin/time -v (wall, user+sys, peak RSS). Runs are
 # interleaved (cp, then each mstore, RUNS times); the table gives medians.
+# STEPS (default "base dense moe small") picks the models measured.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -65,7 +66,7 @@ measure() {
 }
 warm() { find -L "$@" -type f -exec cat {} + >/dev/null; }
 
-steps=(base dense moe small)
+read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small": no family base
 for ((r = 1; r <= runs; r++)); do
   for m in "${steps[@]}"; do
     warm "$M/$m"

@@ -60,6 +60,9 @@ func copyable(f planFile) bool {
 	if f.encoding != "" || f.want != nil && !f.stored {
 		return false
 	}
+	if f.stored {
+		return true // blobs and zeros only (storedFile): no need to look at 100,000 pieces
+	}
 	for _, pc := range f.pieces {
 		if pc.derived != nil || len(pc.crcs) > 0 {
 			return false
@@ -91,9 +94,9 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 			off += pc.size
 			continue
 		}
-		rec := blobs.recs[pc.blob]
-		if rec.Size != pc.size {
-			return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+		rec, err := blobs.record(pc)
+		if err != nil {
+			return nil, err
 		}
 		// A coded blob is a job of its own: its stored bytes are not its
 		// raw bytes, so it never joins a run copied as it lies.
@@ -176,6 +179,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 			if err := runCopyJob(blobs, out, &writing, f.path, j); err != nil {
 				return err
 			}
+			startWriteback(out, j.off, j.size)
 			if prog != nil {
 				prog.Add(j.size)
 			}

@@ -19,6 +19,10 @@
 // their tensors re-hashed (each file opened once, small tensors read a
 // block at a time) before the checkout reports success.
 //
+// The disk is asked to write each run as soon as it is written
+// (writeback.go), so the sync before publishing waits for the last runs
+// only.
+//
 // The destination appears whole or not at all: files are written into a
 // temp directory beside it (workdir.go), synced, and renamed into place, or
 // swapped with the directory there by renameat2(RENAME_EXCHANGE). A temp

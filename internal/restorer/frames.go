@@ -34,13 +34,16 @@ func storedFrames(st *store.Store, m *objects.Manifest) func(path string, limit 
 		}
 		defer blobs.Close()
 		out := make([][]byte, len(f.Extents))
+		next := 0 // the first of pieces not yet read
 		for i, e := range f.Extents {
 			switch e.Kind {
 			case objects.ExtentZeros:
 				out[i] = make([]byte, e.Size)
 			case objects.ExtentFrame:
 				buf := make([]byte, 0, e.Size)
-				for _, pc := range chunkPieces(e.Size, e.Data.Chunks) {
+				frame := pieces[next : next+len(e.Data.Chunks)]
+				next += len(frame)
+				for _, pc := range frame {
 					b, err := blobs.read(pc, nil)
 					if err != nil {
 						return nil, err

@@ -20,6 +20,9 @@ type piece struct {
 	size    int64
 	literal []byte // planned frame bytes
 	zeros   bool
+	// rec is 1 + the index of the blob's record in blobSource.recs, set
+	// by openBlobs.
+	rec     int32
 	derived *derived
 	// tensor is 1 + the planned tensor these bytes are part of, and crcs
 	// the CRC-32 slots of a frame (formats.Extent.CRC32s), which the writer
@@ -35,6 +38,7 @@ type derived struct {
 	source    objects.Tensor
 	transform Transform
 	digest    *objects.Digest
+	chunks    []piece // source's, pointed at their records by openBlobs
 }
 
 // The planning types are the codecs' (formats/checkout.go): each format

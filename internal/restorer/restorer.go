@@ -117,6 +117,8 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer lock.Unlock()
+	building := raiseGCPercent()
+	defer building()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {
 		m, err = store.Manifest(tx, d)
@@ -133,6 +135,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer blobs.Close()
+	building() // what follows makes garbage: copy buffers, a re-layout's casts
 	if dest, err = filepath.Abs(dest); err != nil {
 		return nil, fmt.Errorf("checkout: %w", err)
 	}
@@ -285,31 +288,43 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 }
 
 // blobSource reads the blobs of a plan, with their index records looked up
-// once, up front.
+// once, up front, in one walk of the index: piece.rec points into recs.
 type blobSource struct {
 	*store.BlobReader
-	recs map[objects.Digest]store.BlobRecord
+	recs []store.BlobRecord
 }
 
+// openBlobs looks up the records of every blob p reads and points each
+// piece at its own (a derived piece's source chunks become pieces of their
+// own, derived.chunks).
 func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	n := 0
 	for _, f := range p.files {
 		n += len(f.pieces)
 	}
 	need := make([]objects.Digest, 0, n)
+	point := func(pc *piece) {
+		need = append(need, pc.blob)
+		pc.rec = int32(len(need))
+	}
 	for _, f := range p.files {
-		for _, pc := range f.pieces {
+		for i := range f.pieces {
+			pc := &f.pieces[i]
 			switch {
 			case pc.derived != nil:
-				need = append(need, pc.derived.source.Chunks...)
+				src := pc.derived.source
+				pc.derived.chunks = chunkPieces(src.Size, src.Chunks)
+				for j := range pc.derived.chunks {
+					point(&pc.derived.chunks[j])
+				}
 			case pc.literal == nil && !pc.zeros:
-				need = append(need, pc.blob)
+				point(pc)
 			}
 		}
 	}
 	src := &blobSource{BlobReader: st.NewBlobReader()}
 	err := st.View(func(tx *bolt.Tx) (err error) {
-		src.recs, err = store.LookupRecords(tx, need)
+		src.recs, err = store.RecordsInOrder(tx, need)
 		return err
 	})
 	if err != nil {
@@ -319,11 +334,24 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	return src, nil
 }
 
+// record is the index record of a blob piece, checked against the size
+// the manifest gives it.
+func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
+	if pc.rec <= 0 || int(pc.rec) > len(b.recs) || b.recs[pc.rec-1].Digest != pc.blob {
+		return store.BlobRecord{}, fmt.Errorf("checkout: blob %s was not looked up", pc.blob.Short())
+	}
+	rec := b.recs[pc.rec-1]
+	if rec.Size != pc.size {
+		return store.BlobRecord{}, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+	}
+	return rec, nil
+}
+
 // read returns the verified bytes of a blob piece.
 func (b *blobSource) read(pc piece, buf []byte) ([]byte, error) {
-	rec := b.recs[pc.blob]
-	if rec.Size != pc.size {
-		return nil, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
+	rec, err := b.record(pc)
+	if err != nil {
+		return nil, err
 	}
 	return b.Read(rec, buf)
 }
@@ -333,7 +361,7 @@ func (b *blobSource) read(pc piece, buf []byte) ([]byte, error) {
 func (b *blobSource) derive(pc piece) ([]byte, error) {
 	src := pc.derived.source
 	buf := make([]byte, 0, src.Size)
-	for _, c := range chunkPieces(src.Size, src.Chunks) {
+	for _, c := range pc.derived.chunks {
 		data, err := b.read(c, nil)
 		if err != nil {
 			return nil, err

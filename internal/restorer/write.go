@@ -102,7 +102,7 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 	})
 
 	hs := objects.NewHasher()
-	buffered := bufio.NewWriterSize(out, 1<<20)
+	buffered := bufio.NewWriterSize(&writebackWriter{f: out}, 1<<20)
 	var w io.Writer = buffered
 	var enc io.WriteCloser
 	if encode != nil {

@@ -100,30 +100,46 @@ func walkRecords(tx *bolt.Tx, ds []objects.Digest, fn func(objects.Digest, []byt
 		sorted = slices.Clone(ds)
 		slices.SortFunc(sorted, compareDigests)
 	}
-	c := tx.Bucket(bucketBlobs).Cursor()
-	var k, v []byte
+	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
 	for i, d := range sorted {
 		if i > 0 && d == sorted[i-1] {
 			continue
 		}
-		if i == 0 {
-			k, v = c.Seek(d[:])
-		}
-		for step := 0; k != nil && bytes.Compare(k, d[:]) < 0; step++ {
-			if step == 4 {
-				k, v = c.Seek(d[:])
-				break
-			}
-			k, v = c.Next()
-		}
-		if k == nil || !bytes.Equal(k, d[:]) {
-			return errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+		v, err := c.find(d)
+		if err != nil {
+			return err
 		}
 		if err := fn(d, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recordCursor finds blob records in ascending key order with one
+// cursor: a few steps forward to a near key, a seek to a far one.
+type recordCursor struct {
+	c    *bolt.Cursor
+	k, v []byte
+	used bool
+}
+
+func (r *recordCursor) find(d objects.Digest) ([]byte, error) {
+	if !r.used {
+		r.k, r.v = r.c.Seek(d[:])
+		r.used = true
+	}
+	for step := 0; r.k != nil && bytes.Compare(r.k, d[:]) < 0; step++ {
+		if step == 4 {
+			r.k, r.v = r.c.Seek(d[:])
+			break
+		}
+		r.k, r.v = r.c.Next()
+	}
+	if r.k == nil || !bytes.Equal(r.k, d[:]) {
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+	}
+	return r.v, nil
 }
 
 func compareDigests(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) }

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/objects"
+)
+
+// RecordsInOrder gives each digest asked for its own record, in the order
+// asked, whatever the order, spacing and repetition, also for digests that
+// share their first 8 bytes (the sort key), and refuses one that is not
+// recorded (integrity_error).
+func TestRecordsInOrder(t *testing.T) {
+	s := newStore(t)
+	var recs []BlobRecord
+	for i := range 3000 {
+		d := objects.Sum(fmt.Append(nil, i))
+		if i%10 == 0 { // a run of digests equal in their first 8 bytes
+			copy(d[:8], "samehead")
+		}
+		recs = append(recs, BlobRecord{Digest: d, Size: int64(i), Encoding: EncodingRaw})
+	}
+	if err := s.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []int{1, 3, 97} { // dense (cursor steps) and sparse (seeks)
+		var ds []objects.Digest
+		for i := len(recs) - 1; i >= 0; i -= step { // reversed, each twice apart
+			ds = append(ds, recs[i].Digest)
+		}
+		ds = append(ds, ds...)
+		err := s.View(func(tx *bolt.Tx) error {
+			got, err := RecordsInOrder(tx, ds)
+			if err != nil {
+				return err
+			}
+			if len(got) != len(ds) {
+				return fmt.Errorf("%d records for %d digests", len(got), len(ds))
+			}
+			for i, d := range ds {
+				if got[i].Digest != d || got[i].Size != recs[got[i].Size].Size || recs[got[i].Size].Digest != d {
+					return fmt.Errorf("digest %d (%s): record %+v", i, d.Short(), got[i])
+				}
+			}
+			unknown := append(ds[:len(ds):len(ds)], objects.Sum([]byte("not recorded")))
+			if _, err := RecordsInOrder(tx, unknown); !errors.Is(err, errs.IntegrityError) {
+				return fmt.Errorf("an unknown blob: %v", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+}
+
+// A manifest read in a transaction stays whole after it (store.Manifest
+// decodes the index's bytes in place, which die with the transaction and
+// its mapping): reading it afterwards neither faults nor differs.
+func TestManifestOutlivesItsTransaction(t *testing.T) {
+	st := newStore(t)
+	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "safetensors", Files: []objects.File{}}
+	for i := range 50 {
+		data := fmt.Append(nil, "tensor ", i)
+		d := objects.Sum(data)
+		m.Tensors = append(m.Tensors, objects.Tensor{Name: fmt.Sprint("layer.", i, ".weight"), DType: "F32", Shape: []int64{int64(len(data))},
+			Size: int64(len(data)), Digest: d, Chunks: []objects.Digest{d}})
+	}
+	d, enc, err := m.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return PutManifest(tx, d, enc) }); err != nil {
+		t.Fatal(err)
+	}
+	var got *objects.Manifest
+	if err := st.View(func(tx *bolt.Tx) (err error) { got, err = Manifest(tx, d); return err }); err != nil {
+		t.Fatal(err)
+	}
+	// The index is closed and unmapped now; write to it, too, so that a
+	// reused mapping would hold other bytes.
+	if err := st.Update(func(tx *bolt.Tx) error {
+		return RecordBlobs(tx, []BlobRecord{{Digest: objects.Sum([]byte("x")), Size: 1, Encoding: EncodingRaw}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := got.Encode(); err != nil || string(again) != string(enc) {
+		t.Fatalf("the manifest read changed after its transaction (err %v)", err)
+	}
+}
