@@ -11,7 +11,9 @@
 # family's base comes from $FAMILY (a genmodels.py output directory), made
 # in WORK_DIR/family-full when unset (about a minute, 5 GB). The page cache
 # is warm (inputs are read before each step); every step is timed with
-# `sync` at its end, by /usr/bin/time -v (wall, user+sys, peak RSS). Runs are
+# `sync` at its end, by /usr/bin/time -v (wall, user+sys, peak RSS); with
+# DROP_CACHES=1 (root) each step starts from an emptied page cache, its
+# inputs read again. Runs are
 # interleaved (cp, then each mstore, RUNS times); the table gives medians.
 # STEPS (default "base dense moe small") picks the models measured.
 set -euo pipefail
@@ -65,21 +67,27 @@ measure() {
   printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$step" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN{print u+s}')" "$rss" >>"$RAW"
 }
 warm() { find -L "$@" -type f -exec cat {} + >/dev/null; }
+# fresh INPUT...: with DROP_CACHES=1 (as root) the page cache is emptied
+# first, so that every step starts with the same free memory: in a VM
+# whose page cache has filled its memory, writing a fresh page costs a
+# reclaim, and the system time of the same step varied fivefold with it.
+fresh() {
+  if [ "${DROP_CACHES:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
+  warm "$@"
+}
 
 read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small": no family base
 for ((r = 1; r <= runs; r++)); do
   for m in "${steps[@]}"; do
-    warm "$M/$m"
-    rm -rf "$W/cp-$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
+    rm -rf "$W/cp-$m"; fresh "$M/$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
     for i in "${!bins[@]}"; do
-      st="$W/store-${names[$i]}-$m"; rm -rf "$st"
+      st="$W/store-${names[$i]}-$m"; rm -rf "$st"; fresh "$M/$m"
       measure "${names[$i]}" "add.$m" "'${bins[$i]}' --store '$st' add '$M/$m' --name m --quiet"
     done
     [ "$m" = base ] && continue # the issue's table has no checkout of the base model
-    warm "$W/cp-$m"
-    rm -rf "$W/out-cp-$m"; measure cp "checkout.$m" "cp -r '$W/cp-$m' '$W/out-cp-$m'"
+    rm -rf "$W/out-cp-$m"; fresh "$W/cp-$m"; measure cp "checkout.$m" "cp -r '$W/cp-$m' '$W/out-cp-$m'"
     for i in "${!bins[@]}"; do
-      st="$W/store-${names[$i]}-$m"; warm "$st"; rm -rf "$W/out-$i-$m"
+      st="$W/store-${names[$i]}-$m"; rm -rf "$W/out-$i-$m"; fresh "$st"
       measure "${names[$i]}" "checkout.$m" "'${bins[$i]}' --store '$st' checkout m '$W/out-$i-$m' --quiet"
       cmp -s "$W/out-$i-$m/config.json" "$M/$m/config.json" || { echo "checkout of $m by ${names[$i]} differs" >&2; exit 1; }
     done
@@ -121,7 +129,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f×", a/b; else pr
     for n in "${names[@]}"; do
       kb=$(median "$n" "$row" 5)
       tensors=$([ "${row#*.}" = moe ] && echo 19502 || echo 100000)
-      printf ' %s MB (%s KB/tensor) |  |  |' $((kb / 1024)) "$(awk -v k="$kb" -v t="$tensors" 'BEGIN{printf "%.1f", k*1.024/t}')"
+      printf ' %s MiB (%s KB/tensor) |  |  |' $((kb / 1024)) "$(awk -v k="$kb" -v t="$tensors" 'BEGIN{printf "%.1f", k*1.024/t}')"
     done
     printf '\n'
   done

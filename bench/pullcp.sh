@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 12's pull target, interleaved: a pull of one model from `mstore
+# serve` on loopback into an empty store, beside `cp -rL` of the model's
+# files, ROUNDS times (cp, then each build), each step followed by `sync`,
+# with medians of wall and CPU (user+sys) seconds and peak RSS.
+#
+#   bench/pullcp.sh [-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY...
+#
+# SOURCE_STORE holds NAME (e.g. bench/remote.sh's WORK/src and "base");
+# MODEL_DIR holds the files it was added from. Each build serves
+# SOURCE_STORE itself. With DROP_CACHES=1 (root) every step starts from an
+# emptied page cache and its input read again (see perf.sh).
+set -euo pipefail
+runs=5
+while getopts "n:" o; do
+  case $o in
+    n) runs=$OPTARG ;;
+    *) echo "usage: $0 [-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..." >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 4 ] || { echo "usage: $0 [-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..." >&2; exit 2; }
+src=$1 name=$2 model=$3; shift 3
+bins=("$@")
+W=$(mktemp -d)
+declare -a pids=() urls=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$W"' EXIT
+for i in "${!bins[@]}"; do
+  port=$((47300 + i))
+  "${bins[$i]}" --store "$src" serve --addr "127.0.0.1:$port" >"$W/serve-$i.log" 2>&1 &
+  pids+=($!); urls+=("http://127.0.0.1:$port")
+done
+sleep 1
+fresh() {
+  if [ "${DROP_CACHES:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
+  find -L "$@" -type f -exec cat {} + >/dev/null
+}
+# step LABEL INPUT CMD: one timed run of CMD, then sync, appended to raw.
+step() {
+  fresh "$2"; sync
+  /usr/bin/time -f "%e %U %S %M" -o "$W/t" bash -c "$3"' >/dev/null; rc=$?; sync; exit $rc' ||
+    { echo "$1 failed" >&2; exit 1; }
+  echo "$1 $(cat "$W/t")" >>"$W/raw"
+}
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+for ((r = 1; r <= runs; r++)); do
+  rm -rf "$W/cp"; step cp "$model" "cp -rL '$model' '$W/cp'"
+  for i in "${!bins[@]}"; do
+    rm -rf "$W/st"; step "$i" "$src" "'${bins[$i]}' --store '$W/st' pull '${urls[$i]}' '$name' --quiet"
+  done
+done
+median() { awk -v l="$1" -v f="$2" '$1==l {print $f}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+cpw=$(median cp 2)
+printf '| tool | wall s | CPU s | peak MiB | wall × cp |\n| --- | ---: | ---: | ---: | ---: |\n'
+printf '| cp -rL | %s | %s | |  |\n' "$cpw" "$(awk '$1=="cp"{print $3+$4}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
+for i in "${!bins[@]}"; do
+  w=$(median "$i" 2)
+  c=$(awk -v l="$i" '$1==l{print $3+$4}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+  printf '| %s | %s | %s | %s | %s× |\n' "${bins[$i]}" "$w" "$c" $(($(median "$i" 5) / 1024)) "$(awk -v a="$w" -v b="$cpw" 'BEGIN{printf "%.2f", a/b}')"
+done
+printf '\n%d rounds, medians; each step followed by sync; load average before: %s, after: %s\n' "$runs" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
