@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -173,7 +172,18 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 		splitPermuted(src, planes, width, c.order(ctx, n, width, m == magicSub))
 	case width > 1:
 		planes = c.planesFor(n, width)
+		// The leading planes whose every block samples incompressible (a
+		// BF16's low byte) are split straight into out as raw planes:
+		// coded, each would be split, copied in as raw blocks and copied
+		// again as a raw plane, for the same bytes.
+		lead := 0
+		for rawShortcut && lead < width && cap(out)-len(out) > n && planeRaw(src, lead, n, width, c.bs) {
+			out = append(out, modeRaw)
+			planes[lead], out = out[len(out):len(out)+n:len(out)+n], out[:len(out)+n]
+			lead++
+		}
 		split(src, planes, width)
+		planes = planes[lead:]
 	}
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
@@ -190,12 +200,18 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 // blocks go straight into out and are cut off again if another way wins.
 func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
+	if rawShortcut && !generic && planeRaw(plane, 0, len(plane), 1, c.bs) {
+		// Every block would be kept raw and then the plane (zstd is
+		// tried only on generic bytes or planes coded below a quarter).
+		out = append(out, modeRaw)
+		return append(out, plane...)
+	}
 	start := len(out)
 	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += c.bs {
 		blk := plane[off:min(off+c.bs, len(plane))]
 		entropy, top := sampled(blk)
-		if entropy > 7.85 { // the low mantissa bytes of weights: not worth a histogram
+		if entropy > rawEntropy { // the low mantissa bytes of weights: not worth a histogram
 			out = append(out, kindRaw)
 			out = append(out, blk...)
 			continue
@@ -277,30 +293,6 @@ func (c *coder) fseCompress(blk []byte) ([]byte, error) {
 	return fse.Compress(blk, &c.fse)
 }
 
-// histogram sets h to the counts of b's bytes and returns the largest
-// byte present and the largest count.
-func histogram(b []byte, h *[256]uint32) (maxSym uint8, maxCount int) {
-	var t [3][256]uint32
-	*h = [256]uint32{}
-	i := 0
-	for ; i+4 <= len(b); i += 4 {
-		h[b[i]]++
-		t[0][b[i+1]]++
-		t[1][b[i+2]]++
-		t[2][b[i+3]]++
-	}
-	for ; i < len(b); i++ {
-		h[b[i]]++
-	}
-	for k := range h {
-		h[k] += t[0][k] + t[1][k] + t[2][k]
-		if h[k] > 0 {
-			maxSym, maxCount = uint8(k), max(maxCount, int(h[k]))
-		}
-	}
-	return maxSym, maxCount
-}
-
 // zstdMayPay codes plane's first block with zstd and compares it with
 // that block as coded (the start of blocks); a plane of one block is
 // always worth trying whole.
@@ -335,54 +327,6 @@ func (c *coder) zstdMayPay(plane, blocks []byte) bool {
 	enc, _ := zstdCoders()
 	c.tmp = enc.EncodeAll(plane[mid*c.bs:(mid+1)*c.bs], c.tmp[:0])
 	return len(c.tmp)*10 < size*9
-}
-
-// oneValue reports whether every byte of blk (not empty) is blk[0].
-func oneValue(blk []byte) bool {
-	w := uint64(blk[0]) * 0x0101010101010101
-	i := 0
-	for ; i+8 <= len(blk); i += 8 {
-		if binary.LittleEndian.Uint64(blk[i:]) != w {
-			return false
-		}
-	}
-	for ; i < len(blk); i++ {
-		if blk[i] != blk[0] {
-			return false
-		}
-	}
-	return true
-}
-
-// fseShare is the share of its most frequent byte above which a block is
-// coded with FSE alone: Huffman spends at least a bit a byte, FSE about
-// the entropy, which is then well under one bit; below, Huffman alone
-// (FSE would gain a few percent at half the speed).
-const fseShare = 0.75
-
-// sampled estimates, from every 16th byte, blk's entropy in bits a byte
-// (over 7.85: no entropy coder can shrink it by more than 2%) and the
-// share of its most frequent byte. A block under 16 KiB is not sampled
-// (0, 0: every coder is tried).
-func sampled(blk []byte) (entropy, top float64) {
-	if len(blk) < 16<<10 {
-		return 0, 0
-	}
-	var h [256]int
-	n := 0
-	for i := 0; i < len(blk); i += 16 {
-		h[blk[i]]++
-		n++
-	}
-	most := 0
-	for _, c := range h {
-		if c > 0 {
-			p := float64(c) / float64(n)
-			entropy -= p * math.Log2(p)
-			most = max(most, c)
-		}
-	}
-	return entropy, float64(most) / float64(n)
 }
 
 func blockSizeOf(m [4]byte) int {
