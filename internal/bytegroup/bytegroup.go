@@ -172,18 +172,25 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 		splitPermuted(src, planes, width, c.order(ctx, n, width, m == magicSub))
 	case width > 1:
 		planes = c.planesFor(n, width)
-		// The leading planes whose every block samples incompressible (a
-		// BF16's low byte) are split straight into out as raw planes:
-		// coded, each would be split, copied in as raw blocks and copied
-		// again as a raw plane, for the same bytes.
-		lead := 0
-		for rawShortcut && lead < width && cap(out)-len(out) > n && planeRaw(src, lead, n, width, c.bs) {
-			out = append(out, modeRaw)
-			planes[lead], out = out[len(out):len(out)+n:len(out)+n], out[:len(out)+n]
-			lead++
+		if !rawShortcut || cap(out)-len(out) <= n {
+			split(src, planes, width)
+			break
 		}
+		// The first plane is split straight into out, as a raw plane: it
+		// is one when every block samples incompressible (a BF16's low
+		// byte), which coded would be split, copied in as raw blocks and
+		// copied again as a raw plane, for the same bytes. Else it is
+		// moved to its place and coded.
+		mark, own := len(out), planes[0]
+		out = append(out, modeRaw)
+		planes[0], out = out[len(out):len(out)+n:len(out)+n], out[:len(out)+n]
 		split(src, planes, width)
-		planes = planes[lead:]
+		if planeRaw(planes[0], c.bs) {
+			planes = planes[1:]
+			break
+		}
+		copy(own, planes[0])
+		planes[0], out = own, out[:mark]
 	}
 	for _, plane := range planes {
 		out = c.appendPlane(out, plane, width == 1)
@@ -200,7 +207,7 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 // blocks go straight into out and are cut off again if another way wins.
 func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
-	if rawShortcut && !generic && planeRaw(plane, 0, len(plane), 1, c.bs) {
+	if rawShortcut && !generic && planeRaw(plane, c.bs) {
 		// Every block would be kept raw and then the plane (zstd is
 		// tried only on generic bytes or planes coded below a quarter).
 		out = append(out, modeRaw)

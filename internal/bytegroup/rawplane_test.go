@@ -56,7 +56,7 @@ func TestRawShortcutLeavesGenericBytes(t *testing.T) {
 		run[i] = byte(r.Uint32())
 	}
 	a := bytes.Repeat(run, 16)
-	if !planeRaw(a, 0, len(a), 1, blockSize) {
+	if !planeRaw(a, blockSize) {
 		t.Fatal("the repeated random run does not sample as incompressible: the test tests nothing")
 	}
 	enc := Encode(a, 1)
@@ -103,7 +103,10 @@ func TestRawPlaneShortcuts(t *testing.T) {
 		}
 		n := len(a) / width
 		want := name == "bf16" || name == "bf16-short" || name == "f32" || name == "sparse-sample"
-		if got := planeRaw(a, 0, n, width, blockSize); got != want {
+		c := &coder{}
+		planes := c.planesFor(n, width)
+		split(a, planes, width)
+		if got := planeRaw(planes[0], blockSize); got != want {
 			t.Errorf("%s: plane 0 predicted raw %v, want %v", name, got, want)
 		}
 		if name == "sparse-sample" {

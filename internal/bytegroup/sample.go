@@ -52,28 +52,16 @@ const rawEntropy = 7.85
 // with the block-by-block coding's.
 var rawShortcut = true
 
-// planeRaw reports whether every block of plane p of src (n elements of
-// width bytes; width 1 and p 0: src itself) samples as sampled does over
-// rawEntropy, so that appendPlane keeps the plane raw. It reads the
-// sampled bytes in place, before any split.
-func planeRaw(src []byte, p, n, width, bs int) bool {
-	if n == 0 || len(src) < n*width {
+// planeRaw reports whether every block of plane (of bs bytes, the last
+// shorter) samples over rawEntropy, so that appendPlane would keep each
+// block raw and then the plane.
+func planeRaw(plane []byte, bs int) bool {
+	if len(plane) == 0 {
 		return false
 	}
-	for off := 0; off < n; off += bs {
-		blk := min(bs, n-off)
-		if blk < 16<<10 {
-			return false
-		}
-		var h [256]int
-		k := 0
-		s := src[off*width+p:]
-		for i := 0; i < blk; i += 16 {
-			h[s[i*width]]++
-			k++
-		}
-		if e, _ := entropyOf(&h, k); e <= rawEntropy {
-			return false
+	for off := 0; off < len(plane); off += bs {
+		if e, _ := sampled(plane[off:min(off+bs, len(plane))]); e <= rawEntropy {
+			return false // a block under 16 KiB is not sampled: 0
 		}
 	}
 	return true
