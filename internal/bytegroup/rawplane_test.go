@@ -118,3 +118,26 @@ func TestRawPlaneShortcuts(t *testing.T) {
 		}
 	}
 }
+
+// A plane of numbers nearly all one value whose rare others repeat is
+// coded by zstd, which codes it far below what Huffman and FSE can: the
+// plane is under the bits a byte from which zstd is not tried.
+func TestZstdCodesRepeatsOfAPlaneOfNumbers(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	period := make([]byte, 4096)
+	for i := range period {
+		if r.IntN(40) == 0 {
+			period[i] = byte(1 + r.IntN(255))
+		}
+	}
+	plane := bytes.Repeat(period, 2*blockSize/len(period))
+	c := &coder{bs: blockSize}
+	out := c.appendPlane(nil, plane, false)
+	if out[0] != modeZstd {
+		t.Fatalf("plane mode %d in %d bytes, want zstd", out[0], len(out))
+	}
+	got := make([]byte, len(plane))
+	if rest, err := c.decodePlane(out, got); err != nil || len(rest) != 0 || !bytes.Equal(got, plane) {
+		t.Fatalf("does not decode exactly: %v", err)
+	}
+}
