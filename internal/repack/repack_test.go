@@ -397,3 +397,41 @@ func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
 		t.Fatalf("a further run coded %+v (%v), want nothing", again, err)
 	}
 }
+
+// A loose raw blob whose bytes do not match its digest is not coded (the
+// mapped read checks it as the copy did): repack counts it unreadable,
+// says so, and leaves its record raw, for fsck.
+func TestRepackRefusesCorruptLooseBlob(t *testing.T) {
+	root := t.TempDir()
+	st := open(t, root)
+	storetest.Add(t, st, model(t, root, "base", 0), "m")
+	var loose store.BlobRecord
+	for _, r := range records(t, st) {
+		if r.Encoding == store.EncodingRaw {
+			loose = r
+		}
+	}
+	if loose.Size == 0 {
+		t.Fatal("the model has no loose blob")
+	}
+	path := st.BlobPath(loose.Digest)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x40
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := repack.Run(context.Background(), st, repack.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unreadable != 1 || len(res.Problems) == 0 {
+		t.Fatalf("result %+v: want the corrupt blob unreadable", res)
+	}
+	if r := records(t, st)[loose.Digest]; r.Coded() || r.Encoding != store.EncodingRaw {
+		t.Fatalf("the corrupt blob is now %v %v", r.Encoding, r.Coding)
+	}
+}
