@@ -254,15 +254,19 @@ var (
 // code reads one blob (its digest checked) and codes it into *out (grown
 // as needed; what code returns aliases it until the caller puts it back);
 // nil means raw is smallest.
-func (p *Plan) code(reader *store.BlobReader, it Item, out *[]byte) (c *coded, err error) {
-	// The base's raw bytes are read into a pooled chunk buffer, and coded
-	// into a pooled one: a fresh 4 MiB a blob is zeroed memory and garbage
-	// to collect, which cost a repack a fifth of its CPU. The raw bytes
-	// are mapped (ReadMapped) where they are a loose file, else read into
-	// a pooled buffer. What code returns never aliases them.
+func (p *Plan) code(reader *store.BlobReader, it Item, out *[]byte) (*coded, error) {
+	// The raw bytes and the base's are read into pooled chunk buffers, and
+	// coded into a pooled one: a fresh 4 MiB a blob is zeroed memory and
+	// garbage to collect, which cost a repack a fifth of its CPU. What
+	// code returns never aliases the raw bytes.
 	rp, bp := chunkBufs.Get().(*[]byte), chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(rp)
 	defer chunkBufs.Put(bp)
+	raw, err := reader.Read(it.Rec, (*rp)[:0])
+	if err != nil {
+		return nil, err
+	}
+	*rp = raw[:0]
 	var base []byte
 	if it.Base != nil {
 		// The base's record as planned: a batch committed since may have
@@ -275,31 +279,20 @@ func (p *Plan) code(reader *store.BlobReader, it Item, out *[]byte) (c *coded, e
 			}
 		}
 	}
-	// A chunk is read into *rp in place (it holds a chunk); a mapping is
-	// never kept past ReadMapped.
-	err = reader.ReadMapped(it.Rec, (*rp)[:0], func(raw []byte) error {
-		c = p.codeRaw(it, raw, base, out)
-		return nil
-	})
-	return c, err
-}
-
-// codeRaw codes raw, the bytes of it, against base (nil: none) into *out.
-func (p *Plan) codeRaw(it Item, raw, base []byte, out *[]byte) *coded {
 	var coding store.Coding
 	var stored []byte
 	switch {
 	case it.Rec.Coded() && base == nil:
-		return nil
+		return nil, nil
 	case it.Rec.Coded():
 		// Grouped already: only a smaller delta replaces it.
 		if stored = store.AppendDelta(*out, raw, it.Width, base); int64(len(stored)) >= it.Rec.Stored {
-			return nil
+			return nil, nil
 		}
 		coding = store.CodingDelta
 	default:
 		if coding, stored = store.AppendBlob(*out, raw, it.Width, base); coding == store.CodingRaw {
-			return nil
+			return nil, nil
 		}
 	}
 	if cap(stored) > cap(*out) && cap(stored) <= 2*objects.ChunkSize {
@@ -309,7 +302,7 @@ func (p *Plan) codeRaw(it Item, raw, base []byte, out *[]byte) *coded {
 	if coding == store.CodingDelta {
 		rec.Base = *it.Base
 	}
-	return &coded{old: it.Rec, rec: rec, stored: stored}
+	return &coded{old: it.Rec, rec: rec, stored: stored}, nil
 }
 
 // checkDepthOne refuses a batch that would make a chain: a new delta whose
