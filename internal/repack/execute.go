@@ -246,6 +246,9 @@ func (p *Plan) commitBatch(ctx context.Context, st *store.Store, w *store.BlobWr
 	return nil
 }
 
+// testHookCoded sees each coding before it is checked (tests break one).
+var testHookCoded = func(stored []byte) {}
+
 var (
 	chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, objects.ChunkSize); return &b }}
 	outBufs   = sync.Pool{New: func() any { return new([]byte) }}
@@ -301,6 +304,13 @@ func (p *Plan) code(reader *store.BlobReader, it Item, out *[]byte) (*coded, err
 	rec := store.BlobRecord{Digest: it.Rec.Digest, Size: it.Rec.Size, Coding: coding}
 	if coding == store.CodingDelta {
 		rec.Base = *it.Base
+	}
+	testHookCoded(stored)
+	// What replaces raw must give raw back.
+	dp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(dp)
+	if *dp, err = store.CheckDecodes(rec, stored, raw, base, *dp); err != nil {
+		return nil, err
 	}
 	return &coded{old: it.Rec, rec: rec, stored: stored}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -396,4 +397,43 @@ func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
 	if _, again, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || again.Grouped+again.Deltas != 0 {
 		t.Fatalf("a further run coded %+v (%v), want nothing", again, err)
 	}
+}
+
+// A coding that does not decode to its blob's bytes (a coder's bug, made
+// here by flipping a byte of every coding) never replaces the raw blob:
+// repack reports each as a problem saying so, codes nothing, and the store checks out bit for bit and passes fsck.
+func TestRepackKeepsRawWhenItsCodingDoesNotDecode(t *testing.T) {
+	root := t.TempDir()
+	st := open(t, root)
+	base := model(t, root, "base", 0)
+	db := storetest.Add(t, st, base, "m")
+	before := records(t, st)
+
+	restore := repack.SetCodedHook(func(stored []byte) { stored[len(stored)/2] ^= 0x10 })
+	_, res, err := repack.Run(context.Background(), st, repack.Options{})
+	restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unreadable == 0 || res.Grouped+res.Deltas != 0 || len(res.Problems) != res.Unreadable {
+		t.Fatalf("result %+v: want every coding refused", res)
+	}
+	for _, p := range res.Problems {
+		if !strings.Contains(p, "coding does not decode to its bytes") {
+			t.Fatalf("problem %q does not say the coding was refused", p)
+		}
+	}
+	for d, r := range records(t, st) {
+		if r.Coded() || r.Encoding != before[d].Encoding {
+			t.Fatalf("blob %s is now %v (was %v)", d.Short(), r.Coding, before[d].Coding)
+		}
+	}
+	requireCheckout(t, st, db, base)
+	requireClean(t, st)
+
+	// Without the flip, the same store codes.
+	if _, res, err = repack.Run(context.Background(), st, repack.Options{}); err != nil || res.Grouped == 0 || res.Unreadable != 0 {
+		t.Fatalf("second repack: %+v, %v", res, err)
+	}
+	requireCheckout(t, st, db, base)
 }

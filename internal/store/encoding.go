@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -181,6 +182,25 @@ func decodeBlob(rec BlobRecord, stored, base, buf []byte) ([]byte, error) {
 	return out, nil
 }
 
+// CheckDecodes checks that stored, the bytes just coded from raw as
+// rec.Coding (against base, the raw bytes of rec.Base, for a delta),
+// decode to raw again, before they replace raw in the store: a coder's
+// mistake must fail its write, not the next checkout once the raw copy is
+// gone. raw must be bytes whose digest was checked and that no one can
+// change since (a private copy, not a mapping). buf is scratch, grown as
+// needed and returned for reuse.
+func CheckDecodes(rec BlobRecord, stored, raw, base, buf []byte) ([]byte, error) {
+	const refused = "blob %s: its %s coding does not decode to its bytes, so it stays as it was (a bug in mstore's coder: please report it)"
+	out, err := decodeBlob(rec, stored, base, buf[:0])
+	if err != nil {
+		return buf, errs.Wrap(errs.IntegrityError, "store", err, refused, rec.Digest.Short(), rec.Coding)
+	}
+	if !bytes.Equal(out, raw) {
+		return out[:0], errs.New(errs.IntegrityError, "store", refused, rec.Digest.Short(), rec.Coding)
+	}
+	return out[:0], nil
+}
+
 // baseOf checks that a delta's base is known and not itself a delta.
 func baseOf(rec BlobRecord) (BlobRecord, error) {
 	if rec.BaseRec == nil {
@@ -231,6 +251,9 @@ func (r *BlobReader) Standalone(rec BlobRecord) (BlobRecord, []byte, error) {
 	out := BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: coding}
 	if coding == CodingRaw {
 		return out, raw, nil
+	}
+	if _, err := CheckDecodes(out, stored, raw, nil, nil); err != nil {
+		return BlobRecord{}, nil, err
 	}
 	return out, stored, nil
 }

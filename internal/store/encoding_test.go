@@ -367,3 +367,37 @@ func (noNames) EachName(*bolt.Tx, func(kind, name string, d objects.Digest, what
 }
 func (noNames) Referenced(*bolt.Tx) (map[objects.Digest]bool, error) { return nil, nil }
 func (noNames) Replay(*bolt.Tx, *journal.Log, func(string, ...any))  {}
+
+// CheckDecodes accepts a coding that gives its raw bytes back, grouped or
+// delta, and refuses with integrity_error one that does not decode and one
+// that decodes to other bytes.
+func TestCheckDecodes(t *testing.T) {
+	base := weights(21, 1<<20, 0.02)
+	ft := fineTune(base, 22)
+	gc, grouped := EncodeBlob(base, 2, nil)
+	dc, delta := EncodeBlob(ft, 2, base)
+	if gc != CodingGrouped || dc != CodingDelta {
+		t.Fatalf("codings %s, %s: want grouped and delta", gc, dc)
+	}
+	g := BlobRecord{Digest: objects.Sum(base), Size: int64(len(base)), Coding: gc}
+	d := BlobRecord{Digest: objects.Sum(ft), Size: int64(len(ft)), Coding: dc, Base: g.Digest}
+	buf, err := CheckDecodes(g, grouped, base, nil, nil)
+	if err != nil {
+		t.Fatalf("grouped: %v", err)
+	}
+	if _, err := CheckDecodes(d, delta, ft, base, buf); err != nil {
+		t.Fatalf("delta: %v", err)
+	}
+	bad := bytes.Clone(grouped)
+	bad[len(bad)/2] ^= 0x20
+	other := fineTune(base, 23) // the delta decodes, to other bytes than these
+	for name, err := range map[string]error{
+		"a flipped byte":       func() error { _, err := CheckDecodes(g, bad, base, nil, nil); return err }(),
+		"another blob's bytes": func() error { _, err := CheckDecodes(d, delta, other, base, nil); return err }(),
+		"the wrong base":       func() error { _, err := CheckDecodes(d, delta, ft, other, nil); return err }(),
+	} {
+		if !errors.Is(err, errs.IntegrityError) {
+			t.Errorf("%s: %v, want integrity_error", name, err)
+		}
+	}
+}
