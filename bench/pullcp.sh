@@ -59,3 +59,5 @@ for i in "${!bins[@]}"; do
   printf '| %s | %s | %s | %s | %s× |\n' "${bins[$i]}" "$w" "$c" $(($(median "$i" 5) / 1024)) "$(awk -v a="$w" -v b="$cpw" 'BEGIN{printf "%.2f", a/b}')"
 done
 printf '\n%d rounds, medians; each step followed by sync; load average before: %s, after: %s\n' "$runs" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '\nEach step (tool: 0, 1, ... in the order given; wall, user, sys seconds, peak KiB):\n'
+sed 's/^/    /' "$W/raw"
