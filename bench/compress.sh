@@ -54,8 +54,11 @@ printf "| base stored / its bytes (compression alone) | %.3f× |\n" "$(echo "${a
 printf "| ft-lastlayers stored / its changed bytes | %.3f× |\n" "$(echo "${added[ft-lastlayers]} / $(get new_unique_bytes.ft-lastlayers)" | bc -l)"
 printf "| ft-lora-merged stored / its changed bytes | %.3f× |\n" "$(echo "${added[ft-lora-merged]} / $(get new_unique_bytes.ft-lora-merged)" | bc -l)"
 printf "| repack, raw MB per CPU second, all runs | %.0f |\n" "$(echo "$rawsum / 1000000 / $cpusum" | bc -l)"
+warm() { find -L "$@" -type f -exec cat {} + >/dev/null; }
 for v in ft-lora-merged ft-lastlayers; do
+	warm "$FAM/$v"
 	tcp=$(secs cp -r "$FAM/$v" "$WORK/cp-$v")
+	warm "$MSTORE_DIR" # repack wrote its packs past the page cache
 	tco=$(secs "$M" checkout "$v" "$WORK/co-$v")
 	cmp -s <(cd "$WORK/co-$v" && cat ./*.safetensors) <(cd "$FAM/$v" && cat ./*.safetensors)
 	printf "| checkout of %s (deltas) × cp | %.2f× (%.2f s vs %.2f s) |\n" "$v" "$(echo "$tco / $tcp" | bc -l)" "$tco" "$tcp"

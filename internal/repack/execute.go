@@ -163,6 +163,7 @@ func (p *Plan) codeBatch(ctx context.Context, st *store.Store, reader *store.Blo
 	// Coded blobs go straight into the batch's packs: memory holds only
 	// the blobs in flight.
 	w := st.NewBlobWriter(nil)
+	w.WriteUncached() // coded bytes a checkout may not read soon: past the page cache
 	old := map[objects.Digest]store.BlobRecord{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)

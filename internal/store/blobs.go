@@ -86,6 +86,9 @@ type openPack struct {
 	// buf gathers small blobs into one write: a model of 100,000 tensors
 	// of 512 B is 60 writes, not 100,000.
 	buf []byte
+	// direct: f is written past the page cache, buf only ever whole (see
+	// createPack).
+	direct bool
 }
 
 // packedBlob is what a pack keeps of each blob until Commit: a plain
@@ -190,26 +193,14 @@ func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
 		p := &openPack{}
 		rand.Read(p.id[:])
 		p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
-		f, err := w.s.fs.Create(p.tmp)
-		if err != nil {
-			return fmt.Errorf("store: %w", err)
+		if err := w.createPack(p); err != nil {
+			return err
 		}
-		p.f = f
-		p.buf = make([]byte, 0, packBuffer)
 		w.pack = p
 	}
 	p := w.pack
-	if len(p.buf)+len(data) > cap(p.buf) {
-		if err := p.flush(); err != nil {
-			return err
-		}
-	}
-	if len(data) > cap(p.buf) {
-		if err := p.write(data); err != nil {
-			return err
-		}
-	} else {
-		p.buf = append(p.buf, data...)
+	if err := p.append(data); err != nil {
+		return err
 	}
 	b := packedBlob{digest: rec.Digest, size: rec.Size, offset: p.size}
 	if rec.Coded() {
@@ -245,8 +236,29 @@ func (w *BlobWriter) closePack() error {
 	return nil
 }
 
+// append writes data at the end of the pack, through buf: blobs smaller
+// than it are gathered into its writes.
+func (p *openPack) append(data []byte) error {
+	if p.direct {
+		return p.appendDirect(data)
+	}
+	if len(p.buf)+len(data) > cap(p.buf) {
+		if err := p.flush(); err != nil {
+			return err
+		}
+	}
+	if len(data) > cap(p.buf) {
+		return p.write(data)
+	}
+	p.buf = append(p.buf, data...)
+	return nil
+}
+
 // flush writes what buf holds.
 func (p *openPack) flush() error {
+	if p.direct {
+		return p.flushDirect()
+	}
 	if len(p.buf) == 0 {
 		return nil
 	}

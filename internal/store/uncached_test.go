@@ -129,3 +129,67 @@ func TestUncachedBlobFiles(t *testing.T) {
 		t.Fatalf("%d temp files left", n)
 	}
 }
+
+// With WriteUncached a pack is written past the page cache but for its
+// last partial block, and holds exactly its blobs: small raw ones that
+// share a buffer, and coded ones larger than the buffer; without it, its
+// pages are cached.
+func TestUncachedPacks(t *testing.T) {
+	st := newStore(t)
+	requireDirectIO(t, st)
+	for _, uncached := range []bool{true, false} {
+		w := st.NewBlobWriter(nil)
+		if uncached {
+			w.WriteUncached()
+		}
+		var raws [][]byte
+		for i := range 40 {
+			b := randomBytes(1+i*997%(PackThreshold-1), uint64(100+i)) // odd sizes, below PackThreshold
+			raws = append(raws, b)
+			if _, err := w.Put(objects.Sum(b), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		big := weights(7, 3<<20, 0.02)
+		coding, stored := EncodeBlob(big, 2, nil)
+		if coding != CodingGrouped || len(stored) <= packBuffer {
+			t.Fatalf("coded blob of %d bytes (%s): want grouped and larger than the pack buffer", len(stored), coding)
+		}
+		if _, err := w.PutStored(BlobRecord{Digest: objects.Sum(big), Size: int64(len(big)), Coding: coding}, stored); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := w.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		packs := map[PackID]int64{}
+		for _, r := range recs {
+			packs[r.Pack] = max(packs[r.Pack], r.Offset+r.StoredSize())
+		}
+		if len(packs) != 1 {
+			t.Fatalf("%d packs, want 1", len(packs))
+		}
+		for id, size := range packs {
+			head := int(size) &^ (directAlign - 1)
+			resident := residentPages(t, st.PackPath(id), head)
+			if uncached && resident > 0 || !uncached && resident == 0 {
+				t.Errorf("uncached %v: %d of the pack's %d whole pages are in the page cache", uncached, resident, head/directAlign)
+			}
+			if fi, err := os.Stat(st.PackPath(id)); err != nil || fi.Size() != size {
+				t.Fatalf("pack of %d bytes: %v, %v", size, fi, err)
+			}
+		}
+		byDigest := map[objects.Digest]BlobRecord{}
+		for _, rec := range recs {
+			byDigest[rec.Digest] = rec
+		}
+		r := st.NewBlobReader()
+		for _, want := range append(raws, big) {
+			got, err := r.Read(byDigest[objects.Sum(want)], nil)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("blob of %d bytes read back: %d bytes, %v", len(want), len(got), err)
+			}
+		}
+		r.Close()
+	}
+}
