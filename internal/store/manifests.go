@@ -98,11 +98,17 @@ type Version struct {
 	Records  map[objects.Digest]BlobRecord
 }
 
-// ReadVersion reads version d in one transaction. A caller that goes on to
-// read its blobs holds the store lock shared first, so gc waits.
-func (s *Store) ReadVersion(d objects.Digest) (*Version, error) {
+// ReadVersion takes the store lock shared, so that gc waits while the
+// caller reads the version's blobs, and reads version d in one
+// transaction. The caller releases the lock (Unlock) once its blobs are
+// read; on an error nothing is held.
+func (s *Store) ReadVersion(d objects.Digest) (*Version, *Lock, error) {
+	lock, err := s.Lock(LockShared, 0)
+	if err != nil {
+		return nil, nil, err
+	}
 	v := &Version{}
-	err := s.View(func(tx *bolt.Tx) (err error) {
+	err = s.View(func(tx *bolt.Tx) (err error) {
 		if v.Manifest, err = Manifest(tx, d); err != nil {
 			return err
 		}
@@ -111,9 +117,10 @@ func (s *Store) ReadVersion(d objects.Digest) (*Version, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		lock.Unlock()
+		return nil, nil, err
 	}
-	return v, nil
+	return v, lock, nil
 }
 
 // ManifestBytes returns a copy of the encoded manifest d, or nil if there is

@@ -58,15 +58,11 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err := checkEmpty(dest); err != nil {
 		return nil, err
 	}
-	lock, err := st.Lock(store.LockShared, 0) // gc waits until the blobs are read
+	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	v, err := st.ReadVersion(d)
-	if err != nil {
-		return nil, err
-	}
 	m, enc, recs := v.Manifest, v.Encoded, v.Records
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, err

@@ -52,15 +52,11 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 		res.Seconds = time.Since(start).Seconds()
 		return res, err
 	}
-	lock, err := st.Lock(store.LockShared, 0) // gc waits while blobs are read
+	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	v, err := st.ReadVersion(d)
-	if err != nil {
-		return nil, err
-	}
 	m, enc, recs := v.Manifest, v.Encoded, v.Records
 	if o.Progress != nil {
 		o.Progress.Start(m.LogicalBytes())

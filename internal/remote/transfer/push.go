@@ -47,15 +47,11 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
-	lock, err := st.Lock(store.LockShared, 0) // gc waits while blobs are read
+	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	v, err := st.ReadVersion(d)
-	if err != nil {
-		return nil, err
-	}
 	m, encoded, recs := v.Manifest, v.Encoded, v.Records
 	res := &Result{Name: spec.Name, Tag: spec.Tag, Digest: d, Remote: o.RemoteName}
 	var from objects.Digest
