@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/layouts"
 	"github.com/mstore/mstore/internal/layouts/layout"
 	"github.com/mstore/mstore/internal/names"
@@ -44,7 +45,7 @@ var checkoutCommand = &cli.Command{
 			return err
 		}
 		opts := restorer.Options{Format: strings.ToLower(c.String("format")), Force: c.Bool("force"),
-			Tensors: c.StringSlice("tensors"), Progress: e.progress("checkout")}
+			WriteOptions: formats.WriteOptions{Tensors: c.StringSlice("tensors")}, Progress: e.progress("checkout")}
 		if s := c.String("max-shard-size"); s != "" {
 			if opts.MaxShardSize, err = parseSize(s); err != nil {
 				return err

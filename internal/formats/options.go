@@ -43,20 +43,42 @@ const (
 
 // WriteOptions are the user's checkout options that a planner sees.
 type WriteOptions struct {
+	// MaxShardSize, when > 0, re-shards the tensors into files of at most
+	// this many bytes (a larger tensor gets a file of its own).
 	MaxShardSize int64
-	Tensors      []string // glob patterns; the restorer selects them
-	Alignment    int64
+	// Tensors, when non-empty, selects the tensors whose names match one of
+	// these glob patterns (path.Match syntax); the restorer selects them.
+	Tensors []string
+	// Alignment, when > 0, is the data alignment of the written files (a
+	// power of two; GGUF's general.alignment; ONNX: the tensors' offsets
+	// in its external data file).
+	Alignment int64
+	// ExternalData (ONNX) names the one data file, beside the .onnx file,
+	// that receives every initializer of at least SizeThreshold bytes;
+	// InlineData writes every tensor inside the .onnx file instead.
 	ExternalData string
 	InlineData   bool
-	// SizeThreshold is ONNX's size_threshold when given (0 included:
-	// every tensor moves); nil for onnx's default.
-	SizeThreshold   *int64
+	// SizeThreshold (ONNX), when given: smaller initializers stay inside
+	// the .onnx file (0: every tensor moves); nil means onnx's 1024 bytes.
+	SizeThreshold *int64
+	// SplitMaxTensors and SplitMaxSize, when > 0, split a GGUF model as
+	// gguf-split does: at most that many tensors, or bytes of tensor data,
+	// per file.
 	SplitMaxTensors int
 	SplitMaxSize    int64
-	DType           string
-	Clamp           bool
-	DropNonTensors  bool
-	Extract         bool
+	// DType, when set ("f16", "bf16", "f32"), casts every floating-point
+	// tensor to that dtype; a value the dtype cannot hold is refused
+	// (lossy_conversion) unless Clamp is set.
+	DType string
+	Clamp bool
+	// DropNonTensors lets a checkout leave out what the version holds
+	// beside its tensors and the target cannot keep (a checkpoint's other
+	// values, GGUF key/values, an ONNX graph), which is otherwise
+	// lossy_conversion (Losses); the restorer's result says what.
+	DropNonTensors bool
+	// Extract writes an MPK archive's validated tree (etc/, lib/, share/)
+	// instead of the archive.
+	Extract bool
 	// Name is the model's name, the ref checked out ("" for a digest),
 	// which a conversion names the model by where the format has a name
 	// (GGUF's general.name, as llama.cpp's converter takes the model

@@ -20,7 +20,7 @@ func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[str
 		}
 		return selected, nil, nil
 	}
-	all, err := expand.Expand(m, opts.write())
+	all, err := expand.Expand(m, opts.WriteOptions)
 	if err != nil {
 		return nil, nil, err
 	}

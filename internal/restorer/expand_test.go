@@ -61,11 +61,11 @@ func TestExpandedTensorsAreReadOutOfStoredOnes(t *testing.T) {
 	withCodecs(t, expanding{Planner: safetensors.Codec.(formats.Planner), expand: halves})
 
 	full := filepath.Join(t.TempDir(), "full")
-	if _, err := Checkout(context.Background(), st, d, full, Options{DType: "f16", Clamp: true}); err != nil {
+	if _, err := Checkout(context.Background(), st, d, full, Options{WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}); err != nil {
 		t.Fatal(err)
 	}
 	views := filepath.Join(t.TempDir(), "views")
-	if _, err := Checkout(context.Background(), st, d, views, Options{Tensors: []string{"half.*"}, DType: "f16", Clamp: true}); err != nil {
+	if _, err := Checkout(context.Background(), st, d, views, Options{WriteOptions: formats.WriteOptions{Tensors: []string{"half.*"}, DType: "f16", Clamp: true}}); err != nil {
 		t.Fatal(err)
 	}
 	fullT, viewT := tensorsIn(t, full), tensorsIn(t, views)

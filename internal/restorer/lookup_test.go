@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
@@ -23,7 +24,7 @@ func TestCheckoutFindsEachPieceItsRecord(t *testing.T) {
 	st, dir, d := added(t, testmodel.Tiny)
 	want := readTree(t, dir)
 	parent := t.TempDir()
-	for i, opts := range []Options{{}, {MaxShardSize: 20_000}} {
+	for i, opts := range []Options{{}, {WriteOptions: formats.WriteOptions{MaxShardSize: 20_000}}} {
 		out := filepath.Join(parent, "ok", string(rune('a'+i)))
 		if _, err := Checkout(context.Background(), st, d, out, opts); err != nil {
 			t.Fatal(err)
@@ -48,7 +49,7 @@ func TestCheckoutFindsEachPieceItsRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		bad := t.TempDir()
-		for _, opts := range []Options{{}, {MaxShardSize: 20_000}} {
+		for _, opts := range []Options{{}, {WriteOptions: formats.WriteOptions{MaxShardSize: 20_000}}} {
 			_, err := Checkout(context.Background(), st2, d, filepath.Join(bad, "out"), opts)
 			if !errors.Is(err, errs.IntegrityError) {
 				t.Fatalf("blob %s unrecorded: err = %v, want integrity_error", victim.Short(), err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/testmodel"
 )
 
@@ -19,12 +20,12 @@ func TestCheckoutRefusesOptionsTheTargetIgnores(t *testing.T) {
 		opts Options
 		flag string
 	}{
-		{Options{SplitMaxSize: 1 << 20}, "--split-max-size"},
-		{Options{Alignment: 64}, "--alignment"},
-		{Options{Format: "safetensors", InlineData: true}, "--inline-data"},
-		{Options{Format: "gguf", ExternalData: "w.data"}, "--external-data"},
-		{Options{Format: "pytorch", SplitMaxTensors: 2}, "--split-max-tensors"},
-		{Options{Format: "gguf", Extract: true}, "--extract"},
+		{Options{WriteOptions: formats.WriteOptions{SplitMaxSize: 1 << 20}}, "--split-max-size"},
+		{Options{WriteOptions: formats.WriteOptions{Alignment: 64}}, "--alignment"},
+		{Options{Format: "safetensors", WriteOptions: formats.WriteOptions{InlineData: true}}, "--inline-data"},
+		{Options{Format: "gguf", WriteOptions: formats.WriteOptions{ExternalData: "w.data"}}, "--external-data"},
+		{Options{Format: "pytorch", WriteOptions: formats.WriteOptions{SplitMaxTensors: 2}}, "--split-max-tensors"},
+		{Options{Format: "gguf", WriteOptions: formats.WriteOptions{Extract: true}}, "--extract"},
 	} {
 		dest := filepath.Join(t.TempDir(), "out")
 		_, err := Checkout(context.Background(), st, d, dest, c.opts)
@@ -38,7 +39,7 @@ func TestCheckoutRefusesOptionsTheTargetIgnores(t *testing.T) {
 			t.Errorf("%+v: refused checkout left %v", c.opts, m)
 		}
 	}
-	for _, opts := range []Options{{MaxShardSize: 4096}, {Format: "gguf", Alignment: 64, SplitMaxTensors: 2}, {Format: "pytorch", DType: "f16", Clamp: true}} {
+	for _, opts := range []Options{{WriteOptions: formats.WriteOptions{MaxShardSize: 4096}}, {Format: "gguf", WriteOptions: formats.WriteOptions{Alignment: 64, SplitMaxTensors: 2}}, {Format: "pytorch", WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}} {
 		if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "ok"), opts); err != nil {
 			t.Errorf("%+v: %v", opts, err)
 		}

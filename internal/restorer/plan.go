@@ -117,7 +117,7 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if layOut == nil {
 		return nil, errs.New(errs.UnsupportedVersion, "checkout", "this build cannot write %s (it writes %s)", target, codecs.Planners())
 	}
-	wo := opts.write()
+	wo := opts.WriteOptions
 	if err := formats.CheckHonoured(layOut, wo); err != nil {
 		return nil, err
 	}

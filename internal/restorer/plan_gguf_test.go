@@ -125,7 +125,7 @@ func TestGGUFSplitMergeAndResplit(t *testing.T) {
 		t.Fatalf("checkout as added: %d files", len(got))
 	}
 	// Merged: any re-layout without a split option writes one file.
-	merged, _ := parseGGUFDir(t, checkout(t, st, d, Options{Alignment: 32}))
+	merged, _ := parseGGUFDir(t, checkout(t, st, d, Options{WriteOptions: formats.WriteOptions{Alignment: 32}}))
 	if len(merged.Files) != 1 || merged.Files[0].Path != "tiny.gguf" || len(merged.Tensors) != 5 {
 		t.Fatalf("merged: %+v", merged.Files)
 	}
@@ -133,7 +133,7 @@ func TestGGUFSplitMergeAndResplit(t *testing.T) {
 		t.Errorf("merged key/values %v", got)
 	}
 	// Split again by size, with another alignment.
-	resplit, rfiles := parseGGUFDir(t, checkout(t, st, d, Options{SplitMaxSize: 300, Alignment: 256}))
+	resplit, rfiles := parseGGUFDir(t, checkout(t, st, d, Options{WriteOptions: formats.WriteOptions{SplitMaxSize: 300, Alignment: 256}}))
 	if len(resplit.Files) < 2 || resplit.Files[0].Meta[gguf.MetaAlignment] != "256" || resplit.Files[1].Meta[gguf.MetaAlignment] != "256" {
 		t.Fatalf("re-split: %d files", len(resplit.Files))
 	}
@@ -147,7 +147,7 @@ func TestGGUFSplitMergeAndResplit(t *testing.T) {
 		}
 	}
 	// Only some tensors.
-	sub, _ := parseGGUFDir(t, checkout(t, st, d, Options{Tensors: []string{"blk.[ab].*"}}))
+	sub, _ := parseGGUFDir(t, checkout(t, st, d, Options{WriteOptions: formats.WriteOptions{Tensors: []string{"blk.[ab].*"}}}))
 	if len(sub.Tensors) != 2 {
 		t.Fatalf("subset: %d tensors", len(sub.Tensors))
 	}
@@ -196,13 +196,13 @@ func TestQuantizedToSafetensorsIsLossy(t *testing.T) {
 		t.Fatalf("err = %v, want lossy_conversion naming the quantized tensors", err)
 	}
 	// The unquantized ones alone convert.
-	checkout(t, st, d, Options{Format: "safetensors", Tensors: []string{"blk.a.*"}})
+	checkout(t, st, d, Options{Format: "safetensors", WriteOptions: formats.WriteOptions{Tensors: []string{"blk.a.*"}}})
 }
 
 func TestSafetensorsToGGUF(t *testing.T) {
 	spec := testmodel.Spec{Layers: 1, Hidden: 16, Vocab: 64, MaxShardSize: 3000, DType: "BF16", Seed: 3}
 	st, dir, d := added(t, spec)
-	out, files := parseGGUFDir(t, checkout(t, st, d, Options{Format: "gguf", Alignment: 64}))
+	out, files := parseGGUFDir(t, checkout(t, st, d, Options{Format: "gguf", WriteOptions: formats.WriteOptions{Alignment: 64}}))
 	if len(out.Files) != 1 || out.Files[0].Path != "model.gguf" {
 		t.Fatalf("files %+v", out.Files)
 	}
@@ -222,18 +222,18 @@ func TestSafetensorsToGGUF(t *testing.T) {
 	}
 
 	// BF16 → F16: random bits hold values beyond ±65504.
-	_, err = Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "f16"), Options{Format: "gguf", DType: "f16"})
+	_, err = Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "f16"), Options{Format: "gguf", WriteOptions: formats.WriteOptions{DType: "f16"}})
 	if errs.ClassOf(err) != errs.LossyConversion || !strings.Contains(err.Error(), "--clamp") {
 		t.Fatalf("err = %v, want lossy_conversion", err)
 	}
-	f16, _ := parseGGUFDir(t, checkout(t, st, d, Options{Format: "gguf", DType: "f16", Clamp: true}))
+	f16, _ := parseGGUFDir(t, checkout(t, st, d, Options{Format: "gguf", WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}))
 	for _, tn := range f16.Tensors {
 		if tn.DType != "F16" {
 			t.Fatalf("%s is %s", tn.Name, tn.DType)
 		}
 	}
 	// BF16 → F32 is exact, and SafeTensors output takes --dtype too.
-	checkout(t, st, d, Options{Format: "safetensors", DType: "f32"})
+	checkout(t, st, d, Options{Format: "safetensors", WriteOptions: formats.WriteOptions{DType: "f32"}})
 }
 
 func TestSafetensorsWithoutGGUFTypes(t *testing.T) {
@@ -253,7 +253,7 @@ func TestSafetensorsWithoutGGUFTypes(t *testing.T) {
 	if errs.ClassOf(err) != errs.UnsupportedVersion || !strings.Contains(err.Error(), "mask (BOOL)") || !strings.Contains(err.Error(), "ids (U16)") {
 		t.Fatalf("err = %v, want unsupported_version naming BOOL and U16", err)
 	}
-	checkout(t, st, d, Options{Format: "gguf", Tensors: []string{"ok"}})
+	checkout(t, st, d, Options{Format: "gguf", WriteOptions: formats.WriteOptions{Tensors: []string{"ok"}}})
 }
 
 var _ = binary.LittleEndian
@@ -270,7 +270,7 @@ func TestTwoGGUFModels(t *testing.T) {
 	st := newStore(t)
 	d := addFiles(t, st, "two", files)
 
-	out, _ := parseGGUFDir(t, checkout(t, st, d, Options{Alignment: 64}))
+	out, _ := parseGGUFDir(t, checkout(t, st, d, Options{WriteOptions: formats.WriteOptions{Alignment: 64}}))
 	if len(out.Files) != 2 || out.Files[1].Path != "vocab.gguf" || !sameKVs(kvsOf(t, out.Files[1])[:2], ggufTestKVs[2:4]) {
 		t.Fatalf("re-layout: %+v", out.Files)
 	}
@@ -278,5 +278,5 @@ func TestTwoGGUFModels(t *testing.T) {
 	if errs.ClassOf(err) != errs.LossyConversion {
 		t.Fatalf("err = %v, want lossy_conversion", err)
 	}
-	checkout(t, st, d, Options{Format: "safetensors", Tensors: []string{"blk.*"}})
+	checkout(t, st, d, Options{Format: "safetensors", WriteOptions: formats.WriteOptions{Tensors: []string{"blk.*"}}})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/mpk"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
@@ -111,7 +112,7 @@ func TestExtractMPKArchive(t *testing.T) {
 	}
 	d := addFile(t, st, mpkFixture, "m")
 	dest := filepath.Join(t.TempDir(), "tree")
-	res, err := Checkout(context.Background(), st, d, dest, Options{Format: "mpk", Extract: true})
+	res, err := Checkout(context.Background(), st, d, dest, Options{Format: "mpk", WriteOptions: formats.WriteOptions{Extract: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +160,12 @@ func TestMPKCheckoutRefusals(t *testing.T) {
 		opts  Options
 		class errs.Class
 	}{
-		{"extract a safetensors model", safetensors, Options{Format: "mpk", Extract: true}, errs.UnsupportedVersion},
+		{"extract a safetensors model", safetensors, Options{Format: "mpk", WriteOptions: formats.WriteOptions{Extract: true}}, errs.UnsupportedVersion},
 		{"an archive from a safetensors model", safetensors, Options{Format: "mpk"}, errs.UnsupportedVersion},
 		{"an archive as safetensors", archive, Options{Format: "safetensors"}, errs.UnsupportedVersion},
-		{"part of an archive", archive, Options{Tensors: []string{"model/*.json"}}, errs.SchemaError},
-		{"part of an extracted archive", archive, Options{Format: "mpk", Extract: true, Tensors: []string{"model/*.json"}}, errs.SchemaError},
-		{"an archive re-sharded", archive, Options{MaxShardSize: 1 << 20}, errs.SchemaError},
+		{"part of an archive", archive, Options{WriteOptions: formats.WriteOptions{Tensors: []string{"model/*.json"}}}, errs.SchemaError},
+		{"part of an extracted archive", archive, Options{Format: "mpk", WriteOptions: formats.WriteOptions{Extract: true, Tensors: []string{"model/*.json"}}}, errs.SchemaError},
+		{"an archive re-sharded", archive, Options{WriteOptions: formats.WriteOptions{MaxShardSize: 1 << 20}}, errs.SchemaError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

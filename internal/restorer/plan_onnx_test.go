@@ -16,6 +16,7 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
@@ -122,8 +123,8 @@ func TestONNXRelayouts(t *testing.T) {
 		opts  Options
 		files []string
 	}{
-		"external": {Options{ExternalData: "w.data", Alignment: 64, SizeThreshold: new(int64)}, []string{"b.onnx", "config.json", "sub/a.onnx", "sub/w.data", "w.data"}},
-		"inside":   {Options{InlineData: true}, []string{"b.onnx", "config.json", "sub/a.onnx"}},
+		"external": {Options{WriteOptions: formats.WriteOptions{ExternalData: "w.data", Alignment: 64, SizeThreshold: new(int64)}}, []string{"b.onnx", "config.json", "sub/a.onnx", "sub/w.data", "w.data"}},
+		"inside":   {Options{WriteOptions: formats.WriteOptions{InlineData: true}}, []string{"b.onnx", "config.json", "sub/a.onnx"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), name)
@@ -155,12 +156,12 @@ func TestONNXRelayouts(t *testing.T) {
 		opts  Options
 		class errs.Class
 	}{
-		"subset":                  {Options{ExternalData: "w.data", Tensors: []string{"a.*"}}, errs.SchemaError},
-		"data over another file":  {Options{ExternalData: "config.json"}, errs.SchemaError},
-		"no ONNX layout option":   {Options{Alignment: 64}, errs.SchemaError},
-		"both layouts":            {Options{ExternalData: "w.data", InlineData: true}, errs.SchemaError},
+		"subset":                  {Options{WriteOptions: formats.WriteOptions{ExternalData: "w.data", Tensors: []string{"a.*"}}}, errs.SchemaError},
+		"data over another file":  {Options{WriteOptions: formats.WriteOptions{ExternalData: "config.json"}}, errs.SchemaError},
+		"no ONNX layout option":   {Options{WriteOptions: formats.WriteOptions{Alignment: 64}}, errs.SchemaError},
+		"both layouts":            {Options{WriteOptions: formats.WriteOptions{ExternalData: "w.data", InlineData: true}}, errs.SchemaError},
 		"tensors in the protobuf": {Options{Format: "safetensors"}, errs.LossyConversion},
-		"F16 cast of ONNX":        {Options{InlineData: true, DType: "f16"}, errs.SchemaError},
+		"F16 cast of ONNX":        {Options{WriteOptions: formats.WriteOptions{InlineData: true, DType: "f16"}}, errs.SchemaError},
 	}
 	for name, r := range refusals {
 		t.Run(name, func(t *testing.T) {
@@ -175,7 +176,7 @@ func TestONNXRelayouts(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "st")
-	res, err := Checkout(context.Background(), st, d, out, Options{Format: "safetensors", DropNonTensors: true})
+	res, err := Checkout(context.Background(), st, d, out, Options{Format: "safetensors", WriteOptions: formats.WriteOptions{DropNonTensors: true}})
 	if err != nil {
 		t.Fatalf("the tensors to SafeTensors: %v", err)
 	}

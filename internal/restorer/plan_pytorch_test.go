@@ -65,7 +65,7 @@ func TestPyTorchPlanner(t *testing.T) {
 	sameTensors(t, want, tensorBytes(t, pytorch.Codec, one))
 
 	shards := filepath.Join(t.TempDir(), "shards")
-	if _, err := Checkout(context.Background(), st, d, shards, Options{Format: "pytorch", MaxShardSize: 3000}); err != nil {
+	if _, err := Checkout(context.Background(), st, d, shards, Options{Format: "pytorch", WriteOptions: formats.WriteOptions{MaxShardSize: 3000}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(shards, "pytorch_model.bin.index.json")); err != nil {
@@ -126,7 +126,7 @@ func TestPyTorchPlannerLosses(t *testing.T) {
 	if left, _ := os.ReadDir(parent); len(left) != 0 {
 		t.Fatalf("a refused conversion left %v", left)
 	}
-	if _, err := Checkout(context.Background(), st, res.Digest, filepath.Join(parent, "ok"), Options{Format: "pytorch", DropNonTensors: true}); err != nil {
+	if _, err := Checkout(context.Background(), st, res.Digest, filepath.Join(parent, "ok"), Options{Format: "pytorch", WriteOptions: formats.WriteOptions{DropNonTensors: true}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,48 +24,11 @@ import (
 type Options struct {
 	// Format is the container to write; "" means the one it was added as.
 	Format string
-	// MaxShardSize, when > 0, re-shards the tensors into files of at most
-	// this many bytes (a larger tensor gets a file of its own).
-	MaxShardSize int64
-	// Tensors, when non-empty, selects the tensors whose names match one of
-	// these glob patterns (path.Match syntax).
-	Tensors []string
-	// Format options of the other codecs are added beside MaxShardSize, and
-	// in write() and formats.WriteOptions.
-
-	// Alignment, when > 0, is the data alignment of the written files (a
-	// power of two; GGUF's general.alignment; ONNX: the tensors' offsets
-	// in its external data file).
-	Alignment int64
-	// ExternalData (ONNX) names the one data file, beside the .onnx file,
-	// that receives every initializer of at least SizeThreshold bytes;
-	// InlineData writes every tensor inside the .onnx file instead.
-	ExternalData string
-	InlineData   bool
-	// SizeThreshold (ONNX), when given: smaller initializers stay inside
-	// the .onnx file (0: every tensor moves); nil means onnx's 1024 bytes.
-	SizeThreshold *int64
-	// SplitMaxTensors and SplitMaxSize, when > 0, split a GGUF model as
-	// gguf-split does: at most that many tensors, or bytes of tensor data,
-	// per file.
-	SplitMaxTensors int
-	SplitMaxSize    int64
-	// DType, when set ("f16", "bf16", "f32"), casts every floating-point
-	// tensor to that dtype; a value the dtype cannot hold is refused
-	// (lossy_conversion) unless Clamp is set.
-	DType string
-	Clamp bool
-	// DropNonTensors lets a checkout leave out what the version holds
-	// beside its tensors and the target cannot keep (a checkpoint's other
-	// values, GGUF key/values, an ONNX graph), which is otherwise
-	// lossy_conversion (formats.Losses); Result.LeftOut says what.
-	DropNonTensors bool
-	// Extract writes an MPK archive's validated tree (etc/, lib/, share/)
-	// instead of the archive.
-	Extract bool
-	// Name is the name of the ref checked out, if it was one: a
-	// conversion's model name (formats.WriteOptions.Name).
-	Name string
+	// WriteOptions are what the planners see (re-sharding, selected
+	// tensors, alignment, ONNX external data, GGUF splits, casts, what may
+	// be left out, MPK extraction, the model's name); which of them a
+	// target honours is the target codec's to say (formats.Planner.Honours).
+	formats.WriteOptions
 
 	// Force replaces a destination that holds an earlier checkout of this
 	// store, unchanged since; anything else there is refused (conflict).
@@ -75,15 +38,6 @@ type Options struct {
 	Unrecorded bool
 	Workers    int
 	Progress   progress.Reporter
-}
-
-// write is what of o the planners see. Which of them a target honours is
-// the target codec's to say (formats.Planner.Honours).
-func (o Options) write() formats.WriteOptions {
-	return formats.WriteOptions{MaxShardSize: o.MaxShardSize, Tensors: o.Tensors, Alignment: o.Alignment,
-		ExternalData: o.ExternalData, InlineData: o.InlineData, SizeThreshold: o.SizeThreshold,
-		SplitMaxTensors: o.SplitMaxTensors, SplitMaxSize: o.SplitMaxSize, DType: o.DType, Clamp: o.Clamp,
-		DropNonTensors: o.DropNonTensors, Extract: o.Extract, Name: o.Name}
 }
 
 // Result describes a checkout.

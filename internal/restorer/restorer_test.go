@@ -108,7 +108,7 @@ func TestCheckoutIsByteIdentical(t *testing.T) {
 func TestReshardAndSubset(t *testing.T) {
 	st, dir, d := added(t, testmodel.Tiny)
 	dest := filepath.Join(t.TempDir(), "re")
-	res, err := Checkout(context.Background(), st, d, dest, Options{MaxShardSize: 10_000})
+	res, err := Checkout(context.Background(), st, d, dest, Options{WriteOptions: formats.WriteOptions{MaxShardSize: 10_000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +142,17 @@ func TestReshardAndSubset(t *testing.T) {
 	}
 
 	sub := filepath.Join(t.TempDir(), "sub")
-	res, err = Checkout(context.Background(), st, d, sub, Options{Tensors: []string{"model.layers.1.*", "lm_head.weight"}})
+	res, err = Checkout(context.Background(), st, d, sub, Options{WriteOptions: formats.WriteOptions{Tensors: []string{"model.layers.1.*", "lm_head.weight"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Tensors != 10 {
 		t.Fatalf("subset has %d tensors, want 10", res.Tensors)
 	}
-	if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "none"), Options{Tensors: []string{"nothing.*"}}); !errors.Is(err, errs.NotFound) {
+	if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "none"), Options{WriteOptions: formats.WriteOptions{Tensors: []string{"nothing.*"}}}); !errors.Is(err, errs.NotFound) {
 		t.Fatalf("empty selection: %v", err)
 	}
-	if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "bad"), Options{Tensors: []string{"[x"}}); !errors.Is(err, errs.SchemaError) {
+	if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "bad"), Options{WriteOptions: formats.WriteOptions{Tensors: []string{"[x"}}}); !errors.Is(err, errs.SchemaError) {
 		t.Fatalf("bad pattern: %v", err)
 	}
 }
@@ -172,7 +172,7 @@ func TestCorruptBlobLeavesNoDestination(t *testing.T) {
 	os.WriteFile(victim, b, 0o644)
 
 	parent := t.TempDir()
-	for _, opts := range []Options{{}, {MaxShardSize: 20_000}} {
+	for _, opts := range []Options{{}, {WriteOptions: formats.WriteOptions{MaxShardSize: 20_000}}} {
 		_, err := Checkout(context.Background(), st, d, filepath.Join(parent, "out"), opts)
 		if !errors.Is(err, errs.IntegrityError) {
 			t.Fatalf("err = %v, want integrity_error", err)

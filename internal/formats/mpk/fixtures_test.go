@@ -196,7 +196,7 @@ func TestFixtureOutcomes(t *testing.T) {
 			}
 			parent := t.TempDir()
 			rootDir := filepath.Join(parent, "root")
-			if _, err := restorer.Checkout(context.Background(), st, res.Digest, rootDir, restorer.Options{Extract: true}); err != nil {
+			if _, err := restorer.Checkout(context.Background(), st, res.Digest, rootDir, restorer.Options{WriteOptions: formats.WriteOptions{Extract: true}}); err != nil {
 				t.Fatalf("checkout --extract: %v", err)
 			}
 			if got, err := os.ReadDir(parent); err != nil || len(got) != 1 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/formattest"
 	"github.com/mstore/mstore/internal/formats/safetensors"
 	"github.com/mstore/mstore/internal/objects"
@@ -92,7 +93,7 @@ print('\n'.join(sorted('%s %s %s %s' % (k, z[k].dtype.str, list(z[k].shape), z[k
 	}
 
 	// A re-layout writes C order (numpy reads the same values).
-	relaid, err := checkout(t, st, d, restorer.Options{Tensors: []string{"*"}})
+	relaid, err := checkout(t, st, d, restorer.Options{WriteOptions: formats.WriteOptions{Tensors: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ print('\n'.join(sorted('%s %s %s %s' % (k, z[k].dtype.str, list(z[k].shape), z[k
 
 	// Back from SafeTensors to .npz, cast to f32: numpy reads it.
 	d2 := add(t, st, stDir, "st")
-	back, err := checkout(t, st, d2, restorer.Options{Format: "npz", DType: "f32"})
+	back, err := checkout(t, st, d2, restorer.Options{Format: "npz", WriteOptions: formats.WriteOptions{DType: "f32"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +158,10 @@ func TestConvertToNPZ(t *testing.T) {
 	if _, err := checkout(t, st, d, restorer.Options{Format: "npz"}); errs.ClassOf(err) != errs.LossyConversion {
 		t.Fatalf("BF16 to .npz: err = %v, want lossy_conversion", err)
 	}
-	if _, err := checkout(t, st, d, restorer.Options{Format: "npz", MaxShardSize: 1 << 20}); errs.ClassOf(err) != errs.SchemaError {
+	if _, err := checkout(t, st, d, restorer.Options{Format: "npz", WriteOptions: formats.WriteOptions{MaxShardSize: 1 << 20}}); errs.ClassOf(err) != errs.SchemaError {
 		t.Fatalf("--max-shard-size into .npz: err = %v, want schema_error", err)
 	}
-	out, err := checkout(t, st, d, restorer.Options{Format: "npz", DType: "f32"})
+	out, err := checkout(t, st, d, restorer.Options{Format: "npz", WriteOptions: formats.WriteOptions{DType: "f32"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ print('w %s %s %s' % (a.dtype.str, list(a.shape), a.tobytes(order='C').hex()))
 	if !bytes.Equal(readDir(t, same)["w.npy"], orig) {
 		t.Fatal("the checkout is not byte-identical")
 	}
-	out, err := checkout(t, st, d, restorer.Options{Tensors: []string{"*"}}) // laid out again: an .npz
+	out, err := checkout(t, st, d, restorer.Options{WriteOptions: formats.WriteOptions{Tensors: []string{"*"}}}) // laid out again: an .npz
 	if err != nil {
 		t.Fatal(err)
 	}
