@@ -128,6 +128,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	w := st.NewBlobWriter(known)
 	defer w.Abort()
+	w.WriteUncached() // nothing reads the blobs back soon: past the page cache (TestAddWritesLargeBlobsUncached)
 	decoded, err := decoders(codec, src, layout, st, parsed)
 	if err != nil {
 		return nil, err

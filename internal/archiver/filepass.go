@@ -43,8 +43,9 @@ type batchItem struct {
 // filePass reads file f once, in order: every byte goes through the file's
 // hasher and, for the extents that are stored, through its chunk's (and a
 // span's, for a span of several chunks), and the chunks, hashed and
-// stored, become the span's chunks. Storing runs on a goroutine of its
-// own, so that one large file keeps two cores busy. Padding must be zeros;
+// stored, become the span's chunks. Hashing the chunks and writing them
+// each run on a goroutine of their own, so that one large file keeps two
+// cores busy while a direct write waits for the device. Padding must be zeros;
 // a tensor placed again is hashed into again, for sameChunks. stored and
 // again are f's, by extent.
 func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
@@ -55,21 +56,30 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 	defer release()
 
 	batches := make(chan batch, 1)
+	hashed := make(chan batch, 2)
 	var storeErr atomic.Pointer[error]
 	done := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(hashed)
 		for b := range batches {
 			for _, it := range b.items {
-				if storeErr.Load() != nil {
-					break
-				}
 				d := objects.Sum(it.data)
 				it.s.chunks[it.c] = d
 				if len(it.s.chunks) == 1 {
 					it.s.digest = d
 				}
-				if _, err := w.Put(d, it.data); err != nil {
+			}
+			hashed <- b
+		}
+	}()
+	go func() {
+		defer close(done)
+		for b := range hashed {
+			for _, it := range b.items {
+				if storeErr.Load() != nil {
+					break
+				}
+				if _, err := w.Put(it.s.chunks[it.c], it.data); err != nil {
 					failed := err // only a failure is kept: err itself stays off the heap
 					storeErr.Store(&failed)
 				}

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A pull writes large raw blobs past the page cache (O_DIRECT). Buffered,
+// A pull and an add write large raw blobs past the page cache (O_DIRECT). Buffered,
 // each byte was copied into a page-cache page the kernel had to find and
 // first touch, which in a VM cost more than anything else a pull did
 // (perf: 40-60% of the client's CPU in copy_folio_from_iter_atomic, for a
@@ -23,7 +23,7 @@ const directAlign = 4096
 
 // WriteUncached makes Put write each raw blob whose bytes start on a
 // directAlign boundary past the page cache, and the writer's packs too:
-// for bytes the caller will not read back soon (a pull, a repack). Call it
+// for bytes the caller will not read back soon (an add, a pull, a repack). Call it
 // before the first Put.
 func (w *BlobWriter) WriteUncached() { w.uncached = true }
 

@@ -2,13 +2,10 @@ package store
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/testenv"
@@ -24,60 +21,13 @@ func alignedCopy(b []byte, off int) []byte {
 	return out
 }
 
-// residentPages counts the pages of path's first n bytes in the page cache.
-func residentPages(t *testing.T, path string, n int) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	vec := make([]byte, (n+os.Getpagesize()-1)/os.Getpagesize())
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(n), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatal(e)
-	}
-	resident := 0
-	for _, v := range vec {
-		resident += int(v & 1)
-	}
-	return resident
-}
-
-// requireDirectIO skips (through testenv) where the store's file system
-// has no O_DIRECT, or keeps every page in memory anyway (tmpfs).
-func requireDirectIO(t *testing.T, st *Store) {
-	t.Helper()
-	var fs unix.Statfs_t
-	if err := unix.Statfs(st.Dir(), &fs); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(st.Dir(), tmpDir, "probe")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|unix.O_DIRECT, 0o644)
-	if err == nil {
-		_, err = f.Write(alignedCopy(make([]byte, directAlign), 0))
-		f.Close()
-		os.Remove(p)
-	}
-	if errors.Is(err, unix.EINVAL) || fs.Type == unix.TMPFS_MAGIC {
-		testenv.Missing(t, "a file system with O_DIRECT under %s", st.Dir())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // With WriteUncached, a raw blob's file holds exactly the blob, whatever
 // its length (whole blocks, a partial last one, under one block) or its
 // buffer's alignment, and the whole blocks of an aligned buffer never
 // went through the page cache; without it, they did.
 func TestUncachedBlobFiles(t *testing.T) {
 	st := newStore(t)
-	requireDirectIO(t, st)
+	testenv.RequireDirectIO(t, filepath.Join(st.Dir(), tmpDir))
 	cases := []struct {
 		n, off   int
 		uncached bool
@@ -112,7 +62,7 @@ func TestUncachedBlobFiles(t *testing.T) {
 		p := st.BlobPath(objects.Sum(blobs[i]))
 		head := c.n &^ (directAlign - 1) // whole blocks
 		// Before the file is read back below, which caches it.
-		resident := residentPages(t, p, head)
+		resident := testenv.ResidentPages(t, p, head)
 		direct := c.uncached && c.off == 0
 		switch {
 		case direct && resident > 0:
@@ -136,7 +86,7 @@ func TestUncachedBlobFiles(t *testing.T) {
 // pages are cached.
 func TestUncachedPacks(t *testing.T) {
 	st := newStore(t)
-	requireDirectIO(t, st)
+	testenv.RequireDirectIO(t, filepath.Join(st.Dir(), tmpDir))
 	for _, uncached := range []bool{true, false} {
 		w := st.NewBlobWriter(nil)
 		if uncached {
@@ -171,7 +121,7 @@ func TestUncachedPacks(t *testing.T) {
 		}
 		for id, size := range packs {
 			head := int(size) &^ (directAlign - 1)
-			resident := residentPages(t, st.PackPath(id), head)
+			resident := testenv.ResidentPages(t, st.PackPath(id), head)
 			if uncached && resident > 0 || !uncached && resident == 0 {
 				t.Errorf("uncached %v: %d of the pack's %d whole pages are in the page cache", uncached, resident, head/directAlign)
 			}
