@@ -56,7 +56,7 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 	defer release()
 
 	batches := make(chan batch, 1)
-	hashed := make(chan batch, 2)
+	hashed := make(chan batch)
 	var storeErr atomic.Pointer[error]
 	done := make(chan struct{})
 	go func() {
