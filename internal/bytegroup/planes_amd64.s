@@ -1,0 +1,203 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// SSE2 only (every amd64 has it): the plane split and join of widths 2
+// and 4, 16 elements a step. The Go callers pass n, a multiple of 16, and
+// slices that hold n elements.
+
+DATA mask16<>+0(SB)/8, $0x00ff00ff00ff00ff
+DATA mask16<>+8(SB)/8, $0x00ff00ff00ff00ff
+GLOBL mask16<>(SB), RODATA|NOPTR, $16
+
+DATA mask32<>+0(SB)/8, $0x000000ff000000ff
+DATA mask32<>+8(SB)/8, $0x000000ff000000ff
+GLOBL mask32<>(SB), RODATA|NOPTR, $16
+
+// func split2(src, p0, p1 *byte, n int)
+TEXT ·split2(SB), NOSPLIT, $0-32
+	MOVQ  src+0(FP), SI
+	MOVQ  p0+8(FP), DI
+	MOVQ  p1+16(FP), DX
+	MOVQ  n+24(FP), CX
+	MOVOU mask16<>(SB), X7
+	SHRQ  $4, CX
+	JZ    split2done
+
+split2loop:
+	MOVOU    0(SI), X0
+	MOVOU    16(SI), X1
+	MOVO     X0, X2
+	MOVO     X1, X3
+	PAND     X7, X0
+	PAND     X7, X1
+	PACKUSWB X1, X0 // the low bytes of 16 elements
+	PSRLW    $8, X2
+	PSRLW    $8, X3
+	PACKUSWB X3, X2 // their high bytes
+	MOVOU    X0, 0(DI)
+	MOVOU    X2, 0(DX)
+	ADDQ     $32, SI
+	ADDQ     $16, DI
+	ADDQ     $16, DX
+	DECQ     CX
+	JNZ      split2loop
+
+split2done:
+	RET
+
+// func join2(dst, p0, p1 *byte, n int)
+TEXT ·join2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ p0+8(FP), SI
+	MOVQ p1+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	JZ   join2done
+
+join2loop:
+	MOVOU     0(SI), X0
+	MOVOU     0(DX), X1
+	MOVO      X0, X2
+	PUNPCKLBW X1, X0 // elements 0-7: low byte, high byte
+	PUNPCKHBW X1, X2 // elements 8-15
+	MOVOU     X0, 0(DI)
+	MOVOU     X2, 16(DI)
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       join2loop
+
+join2done:
+	RET
+
+// func split4(src, p0, p1, p2, p3 *byte, n int)
+TEXT ·split4(SB), NOSPLIT, $0-48
+	MOVQ  src+0(FP), SI
+	MOVQ  p0+8(FP), R8
+	MOVQ  p1+16(FP), R9
+	MOVQ  p2+24(FP), R10
+	MOVQ  p3+32(FP), R11
+	MOVQ  n+40(FP), CX
+	MOVOU mask32<>(SB), X15
+	SHRQ  $4, CX
+	JZ    split4done
+
+split4loop:
+	MOVOU 0(SI), X0
+	MOVOU 16(SI), X1
+	MOVOU 32(SI), X2
+	MOVOU 48(SI), X3
+
+	// Byte k of each element: shifted down by 8k, masked, packed from
+	// dwords to words to bytes (no value exceeds 255: nothing saturates).
+	MOVO     X0, X4
+	MOVO     X1, X5
+	MOVO     X2, X6
+	MOVO     X3, X8
+	PAND     X15, X4
+	PAND     X15, X5
+	PAND     X15, X6
+	PAND     X15, X8
+	PACKSSLW X5, X4
+	PACKSSLW X8, X6
+	PACKUSWB X6, X4
+	MOVOU    X4, 0(R8)
+
+	MOVO     X0, X4
+	MOVO     X1, X5
+	MOVO     X2, X6
+	MOVO     X3, X8
+	PSRLL    $8, X4
+	PSRLL    $8, X5
+	PSRLL    $8, X6
+	PSRLL    $8, X8
+	PAND     X15, X4
+	PAND     X15, X5
+	PAND     X15, X6
+	PAND     X15, X8
+	PACKSSLW X5, X4
+	PACKSSLW X8, X6
+	PACKUSWB X6, X4
+	MOVOU    X4, 0(R9)
+
+	MOVO     X0, X4
+	MOVO     X1, X5
+	MOVO     X2, X6
+	MOVO     X3, X8
+	PSRLL    $16, X4
+	PSRLL    $16, X5
+	PSRLL    $16, X6
+	PSRLL    $16, X8
+	PAND     X15, X4
+	PAND     X15, X5
+	PAND     X15, X6
+	PAND     X15, X8
+	PACKSSLW X5, X4
+	PACKSSLW X8, X6
+	PACKUSWB X6, X4
+	MOVOU    X4, 0(R10)
+
+	PSRLL    $24, X0
+	PSRLL    $24, X1
+	PSRLL    $24, X2
+	PSRLL    $24, X3
+	PACKSSLW X1, X0
+	PACKSSLW X3, X2
+	PACKUSWB X2, X0
+	MOVOU    X0, 0(R11)
+
+	ADDQ $64, SI
+	ADDQ $16, R8
+	ADDQ $16, R9
+	ADDQ $16, R10
+	ADDQ $16, R11
+	DECQ CX
+	JNZ  split4loop
+
+split4done:
+	RET
+
+// func join4(dst, p0, p1, p2, p3 *byte, n int)
+TEXT ·join4(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ p0+8(FP), R8
+	MOVQ p1+16(FP), R9
+	MOVQ p2+24(FP), R10
+	MOVQ p3+32(FP), R11
+	MOVQ n+40(FP), CX
+	SHRQ $4, CX
+	JZ   join4done
+
+join4loop:
+	MOVOU     0(R8), X0
+	MOVOU     0(R9), X1
+	MOVOU     0(R10), X2
+	MOVOU     0(R11), X3
+	MOVO      X0, X4
+	PUNPCKLBW X1, X0 // bytes 0 and 1 of elements 0-7
+	PUNPCKHBW X1, X4 // of elements 8-15
+	MOVO      X2, X5
+	PUNPCKLBW X3, X2 // bytes 2 and 3 of elements 0-7
+	PUNPCKHBW X3, X5 // of elements 8-15
+	MOVO      X0, X6
+	PUNPCKLWL X2, X0 // elements 0-3
+	PUNPCKHWL X2, X6 // elements 4-7
+	MOVO      X4, X7
+	PUNPCKLWL X5, X4 // elements 8-11
+	PUNPCKHWL X5, X7 // elements 12-15
+	MOVOU     X0, 0(DI)
+	MOVOU     X6, 16(DI)
+	MOVOU     X4, 32(DI)
+	MOVOU     X7, 48(DI)
+	ADDQ      $16, R8
+	ADDQ      $16, R9
+	ADDQ      $16, R10
+	ADDQ      $16, R11
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       join4loop
+
+join4done:
+	RET
