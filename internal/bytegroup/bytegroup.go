@@ -63,6 +63,8 @@ func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
 
 type coder struct {
 	huff   huff0.Scratch
+	henc   huffEncoder
+	hout   []byte // huff4X's coding
 	fse    fse.Scratch
 	buf    []byte   // the planes, back to back
 	planes [][]byte // views of buf
@@ -239,7 +241,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 				continue
 			}
 		}
-		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
+		coded, err := c.huff4X(blk) // coded lives in c until its next use
 		switch {
 		case errors.Is(err, huff0.ErrUseRLE):
 			out = append(out, kindRLE, blk[0])
@@ -289,6 +291,17 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 		out = append(out, plane...)
 	}
 	return out
+}
+
+// huff4X is huff0.Compress4X(blk), coded by huffEncoder past huffMin.
+func (c *coder) huff4X(blk []byte) ([]byte, error) {
+	if len(blk) < huffMin {
+		coded, _, err := huff0.Compress4X(blk, &c.huff)
+		return coded, err
+	}
+	var err error
+	c.hout, err = c.henc.compress4X(c.hout[:0], blk, &c.huff)
+	return c.hout, err
 }
 
 // fseCompress is fse.Compress with the histogram counted here, four
