@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/huff0"
+	"pgregory.net/rapid"
 )
 
 // huffEncoder writes what huff0.Compress4X writes, byte for byte, and fails
@@ -68,4 +69,27 @@ func TestHuffEncoderIsCompress4X(t *testing.T) {
 	if coded < 40 {
 		t.Fatalf("only %d blocks coded: the test covers little", coded)
 	}
+}
+
+// The same for any block rapid draws: genData's kinds (weights' planes,
+// runs, random, one value, …) at any length huffEncoder codes.
+func TestHuffEncoderIsCompress4XProperty(t *testing.T) {
+	var e huffEncoder
+	var s, ref huff0.Scratch
+	rapid.Check(t, func(t *rapid.T) {
+		blk := genData(t, "block")
+		if len(blk) < huffMin {
+			blk = append(blk, make([]byte, huffMin-len(blk))...)
+		}
+		blk = blk[:min(len(blk), blockSize)]
+		ref.Reuse = huff0.ReusePolicyNone
+		want, _, werr := huff0.Compress4X(blk, &ref)
+		got, gerr := e.compress4X(nil, blk, &s)
+		if (werr == nil) != (gerr == nil) || errors.Is(werr, huff0.ErrUseRLE) != errors.Is(gerr, huff0.ErrUseRLE) {
+			t.Fatalf("Compress4X: %v, huffEncoder: %v", werr, gerr)
+		}
+		if werr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("%d coded bytes differ from Compress4X's %d", len(got), len(want))
+		}
+	})
 }
