@@ -72,6 +72,25 @@ join2loop:
 join2done:
 	RET
 
+// PLANE4 stores byte shift/8 of the 16 elements in X0-X3 at dst.
+#define PLANE4(shift, dst) \
+	MOVO     X0, X4     \
+	MOVO     X1, X5     \
+	MOVO     X2, X6     \
+	MOVO     X3, X8     \
+	PSRLL    $shift, X4 \
+	PSRLL    $shift, X5 \
+	PSRLL    $shift, X6 \
+	PSRLL    $shift, X8 \
+	PAND     X15, X4    \
+	PAND     X15, X5    \
+	PAND     X15, X6    \
+	PAND     X15, X8    \
+	PACKSSLW X5, X4     \
+	PACKSSLW X8, X6     \
+	PACKUSWB X6, X4     \
+	MOVOU    X4, 0(dst)
+
 // func split4(src, p0, p1, p2, p3 *byte, n int)
 TEXT ·split4(SB), NOSPLIT, $0-48
 	MOVQ  src+0(FP), SI
@@ -92,61 +111,10 @@ split4loop:
 
 	// Byte k of each element: shifted down by 8k, masked, packed from
 	// dwords to words to bytes (no value exceeds 255: nothing saturates).
-	MOVO     X0, X4
-	MOVO     X1, X5
-	MOVO     X2, X6
-	MOVO     X3, X8
-	PAND     X15, X4
-	PAND     X15, X5
-	PAND     X15, X6
-	PAND     X15, X8
-	PACKSSLW X5, X4
-	PACKSSLW X8, X6
-	PACKUSWB X6, X4
-	MOVOU    X4, 0(R8)
-
-	MOVO     X0, X4
-	MOVO     X1, X5
-	MOVO     X2, X6
-	MOVO     X3, X8
-	PSRLL    $8, X4
-	PSRLL    $8, X5
-	PSRLL    $8, X6
-	PSRLL    $8, X8
-	PAND     X15, X4
-	PAND     X15, X5
-	PAND     X15, X6
-	PAND     X15, X8
-	PACKSSLW X5, X4
-	PACKSSLW X8, X6
-	PACKUSWB X6, X4
-	MOVOU    X4, 0(R9)
-
-	MOVO     X0, X4
-	MOVO     X1, X5
-	MOVO     X2, X6
-	MOVO     X3, X8
-	PSRLL    $16, X4
-	PSRLL    $16, X5
-	PSRLL    $16, X6
-	PSRLL    $16, X8
-	PAND     X15, X4
-	PAND     X15, X5
-	PAND     X15, X6
-	PAND     X15, X8
-	PACKSSLW X5, X4
-	PACKSSLW X8, X6
-	PACKUSWB X6, X4
-	MOVOU    X4, 0(R10)
-
-	PSRLL    $24, X0
-	PSRLL    $24, X1
-	PSRLL    $24, X2
-	PSRLL    $24, X3
-	PACKSSLW X1, X0
-	PACKSSLW X3, X2
-	PACKUSWB X2, X0
-	MOVOU    X0, 0(R11)
+	PLANE4(0, R8)
+	PLANE4(8, R9)
+	PLANE4(16, R10)
+	PLANE4(24, R11)
 
 	ADDQ $64, SI
 	ADDQ $16, R8
