@@ -1,6 +1,7 @@
 package bytegroup
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -445,9 +446,39 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 	return decode(dst, enc, rawLen, ctx, asIs)
 }
 
+// Matches returns nil when enc, coded without a context, decodes to raw,
+// and ErrMismatch when it decodes to other bytes: Decode and a compare,
+// where the planes of widths 2 and 4 are compared with raw as they are
+// joined, never written out (repack decodes every coding so before it
+// replaces the raw bytes). buf is scratch for the other widths, grown as
+// needed and returned for reuse.
+func Matches(buf, enc, raw []byte) ([]byte, error) {
+	out, err := decodeTo(buf, enc, len(raw), nil, asIs, raw)
+	switch {
+	case err != nil:
+		return buf, err
+	case out == nil: // compared as joined
+		return buf, nil
+	case !bytes.Equal(out, raw):
+		return out[:0], ErrMismatch
+	}
+	return out[:0], nil
+}
+
+// ErrMismatch is Matches' answer for coded bytes that decode to other
+// bytes than the raw bytes given.
+var ErrMismatch = errors.New("bytegroup: the coded bytes decode to other bytes")
+
 // decode is Decode of an array coded with the transform t against ctx
 // (asIs: its context only orders it), which decode inverts.
 func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, err error) {
+	return decodeTo(dst, enc, rawLen, ctx, t, nil)
+}
+
+// decodeTo is decode, or, given want and coded without a context in 2 or
+// 4 planes, the check that the planes join to want (nil and nil, or
+// ErrMismatch), without joining them into dst.
+func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a decoder library's bug never takes the process down
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
@@ -467,14 +498,19 @@ func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, e
 		return nil, fmt.Errorf("%w: holds %d bytes, want %d", ErrCorrupt, l, rawLen)
 	}
 	in = in[k:]
-	dst = grow(dst, rawLen)
+	match := want != nil && !withCtx && (width == 2 || width == 4)
+	if !match {
+		dst = grow(dst, rawLen)
+	}
 	n := rawLen / width
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
 	c.bs = blockSizeOf([4]byte(enc[:4]))
-	planes := [][]byte{dst[:n]}
+	var planes [][]byte
 	if width > 1 {
 		planes = c.planesFor(n, width)
+	} else {
+		planes = [][]byte{dst[:n]}
 	}
 	for i, plane := range planes {
 		if width > 1 && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
@@ -488,6 +524,12 @@ func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, e
 	}
 	if len(in) != rawLen-n*width {
 		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
+	}
+	if match {
+		if len(want) != rawLen || !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
+			return nil, ErrMismatch
+		}
+		return nil, nil
 	}
 	copy(dst[n*width:], in)
 	switch {

@@ -19,6 +19,24 @@ func join(dst []byte, planes [][]byte, width int) {
 	joinGo(dst, planes, width)
 }
 
+// joinEqual reports whether join(raw, planes, width) would leave raw as
+// it is: the planes compared with raw as they are joined.
+func joinEqual(raw []byte, planes [][]byte, width int) bool {
+	k, ok := joinEqualFast(raw, planes, width)
+	if !ok {
+		return false
+	}
+	raw, planes = raw[k*width:], rest(planes, k)
+	for p, pl := range planes {
+		for i, b := range pl {
+			if raw[i*width+p] != b {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // rest returns the planes past their first k elements.
 func rest(planes [][]byte, k int) [][]byte {
 	var r [8][]byte // validWidth's most: no allocation

@@ -14,6 +14,12 @@ func split2(src, p0, p1 *byte, n int)
 func join2(dst, p0, p1 *byte, n int)
 
 //go:noescape
+func equal2(raw, p0, p1 *byte, n int) bool
+
+//go:noescape
+func equal4(raw, p0, p1, p2, p3 *byte, n int) bool
+
+//go:noescape
 func split4(src, p0, p1, p2, p3 *byte, n int)
 
 //go:noescape
@@ -41,6 +47,19 @@ func joinFast(dst []byte, planes [][]byte, width int) int {
 		join4(&dst[0], &planes[0][0], &planes[1][0], &planes[2][0], &planes[3][0], n)
 	}
 	return n
+}
+
+// joinEqualFast compares the first elements of the planes, joined, with
+// raw's, and returns how many it compared and whether they are equal.
+func joinEqualFast(raw []byte, planes [][]byte, width int) (int, bool) {
+	n := fastLen(raw, planes, width)
+	switch {
+	case n == 0:
+		return 0, true
+	case width == 2:
+		return n, equal2(&raw[0], &planes[0][0], &planes[1][0], n)
+	}
+	return n, equal4(&raw[0], &planes[0][0], &planes[1][0], &planes[2][0], &planes[3][0], n)
 }
 
 // fastLen is the elements the assembly may do: a multiple of 16 that

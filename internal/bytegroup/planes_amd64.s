@@ -169,3 +169,92 @@ join4loop:
 
 join4done:
 	RET
+
+// func equal2(raw, p0, p1 *byte, n int) bool
+TEXT ·equal2(SB), NOSPLIT, $0-33
+	MOVQ    raw+0(FP), DI
+	MOVQ    p0+8(FP), SI
+	MOVQ    p1+16(FP), DX
+	MOVQ    n+24(FP), CX
+	PCMPEQB X7, X7 // every byte equal so far
+	SHRQ    $4, CX
+	JZ      equal2done
+
+equal2loop:
+	MOVOU     0(SI), X0
+	MOVOU     0(DX), X1
+	MOVO      X0, X2
+	PUNPCKLBW X1, X0
+	PUNPCKHBW X1, X2
+	MOVOU     0(DI), X3
+	MOVOU     16(DI), X4
+	PCMPEQB   X3, X0
+	PCMPEQB   X4, X2
+	PAND      X2, X0
+	PAND      X0, X7
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       equal2loop
+
+equal2done:
+	PMOVMSKB X7, AX
+	CMPL     AX, $0xffff
+	SETEQ    ret+32(FP)
+	RET
+
+// func equal4(raw, p0, p1, p2, p3 *byte, n int) bool
+TEXT ·equal4(SB), NOSPLIT, $0-49
+	MOVQ    raw+0(FP), DI
+	MOVQ    p0+8(FP), R8
+	MOVQ    p1+16(FP), R9
+	MOVQ    p2+24(FP), R10
+	MOVQ    p3+32(FP), R11
+	MOVQ    n+40(FP), CX
+	PCMPEQB X15, X15
+	SHRQ    $4, CX
+	JZ      equal4done
+
+equal4loop:
+	MOVOU     0(R8), X0
+	MOVOU     0(R9), X1
+	MOVOU     0(R10), X2
+	MOVOU     0(R11), X3
+	MOVO      X0, X4
+	PUNPCKLBW X1, X0
+	PUNPCKHBW X1, X4
+	MOVO      X2, X5
+	PUNPCKLBW X3, X2
+	PUNPCKHBW X3, X5
+	MOVO      X0, X6
+	PUNPCKLWL X2, X0
+	PUNPCKHWL X2, X6
+	MOVO      X4, X7
+	PUNPCKLWL X5, X4
+	PUNPCKHWL X5, X7
+	MOVOU     0(DI), X8
+	MOVOU     16(DI), X9
+	MOVOU     32(DI), X10
+	MOVOU     48(DI), X11
+	PCMPEQB   X8, X0
+	PCMPEQB   X9, X6
+	PCMPEQB   X10, X4
+	PCMPEQB   X11, X7
+	PAND      X6, X0
+	PAND      X7, X4
+	PAND      X4, X0
+	PAND      X0, X15
+	ADDQ      $16, R8
+	ADDQ      $16, R9
+	ADDQ      $16, R10
+	ADDQ      $16, R11
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       equal4loop
+
+equal4done:
+	PMOVMSKB X15, AX
+	CMPL     AX, $0xffff
+	SETEQ    ret+48(FP)
+	RET

@@ -7,3 +7,5 @@ package bytegroup
 func splitFast(src []byte, planes [][]byte, width int) int { return 0 }
 
 func joinFast(dst []byte, planes [][]byte, width int) int { return 0 }
+
+func joinEqualFast(raw []byte, planes [][]byte, width int) (int, bool) { return 0, true }
