@@ -127,6 +127,23 @@ split4loop:
 split4done:
 	RET
 
+// JOIN4 joins 16 elements of four planes, X0-X3, into X0, X6, X4, X7
+// (elements 0-3, 4-7, 8-11, 12-15): bytes 0 and 1 interleaved, and 2 and
+// 3, then those as words.
+#define JOIN4 \
+	MOVO      X0, X4 \
+	PUNPCKLBW X1, X0 \
+	PUNPCKHBW X1, X4 \
+	MOVO      X2, X5 \
+	PUNPCKLBW X3, X2 \
+	PUNPCKHBW X3, X5 \
+	MOVO      X0, X6 \
+	PUNPCKLWL X2, X0 \
+	PUNPCKHWL X2, X6 \
+	MOVO      X4, X7 \
+	PUNPCKLWL X5, X4 \
+	PUNPCKHWL X5, X7
+
 // func join4(dst, p0, p1, p2, p3 *byte, n int)
 TEXT ·join4(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
@@ -143,18 +160,7 @@ join4loop:
 	MOVOU     0(R9), X1
 	MOVOU     0(R10), X2
 	MOVOU     0(R11), X3
-	MOVO      X0, X4
-	PUNPCKLBW X1, X0 // bytes 0 and 1 of elements 0-7
-	PUNPCKHBW X1, X4 // of elements 8-15
-	MOVO      X2, X5
-	PUNPCKLBW X3, X2 // bytes 2 and 3 of elements 0-7
-	PUNPCKHBW X3, X5 // of elements 8-15
-	MOVO      X0, X6
-	PUNPCKLWL X2, X0 // elements 0-3
-	PUNPCKHWL X2, X6 // elements 4-7
-	MOVO      X4, X7
-	PUNPCKLWL X5, X4 // elements 8-11
-	PUNPCKHWL X5, X7 // elements 12-15
+	JOIN4
 	MOVOU     X0, 0(DI)
 	MOVOU     X6, 16(DI)
 	MOVOU     X4, 32(DI)
@@ -221,18 +227,7 @@ equal4loop:
 	MOVOU     0(R9), X1
 	MOVOU     0(R10), X2
 	MOVOU     0(R11), X3
-	MOVO      X0, X4
-	PUNPCKLBW X1, X0
-	PUNPCKHBW X1, X4
-	MOVO      X2, X5
-	PUNPCKLBW X3, X2
-	PUNPCKHBW X3, X5
-	MOVO      X0, X6
-	PUNPCKLWL X2, X0
-	PUNPCKHWL X2, X6
-	MOVO      X4, X7
-	PUNPCKLWL X5, X4
-	PUNPCKHWL X5, X7
+	JOIN4
 	MOVOU     0(DI), X8
 	MOVOU     16(DI), X9
 	MOVOU     32(DI), X10
