@@ -294,17 +294,6 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	return out
 }
 
-// huff4X is huff0.Compress4X(blk), coded by huffEncoder past huffMin.
-func (c *coder) huff4X(blk []byte) ([]byte, error) {
-	if len(blk) < huffMin {
-		coded, _, err := huff0.Compress4X(blk, &c.huff)
-		return coded, err
-	}
-	var err error
-	c.hout, err = c.henc.compress4X(c.hout[:0], blk, &c.huff)
-	return c.hout, err
-}
-
 // fseCompress is fse.Compress with the histogram counted here, four
 // tables side by side: fse counts into one, where each increment of the
 // nearly one value of these blocks waits for the one before it.
@@ -445,29 +434,6 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 	}
 	return decode(dst, enc, rawLen, ctx, asIs)
 }
-
-// Matches returns nil when enc, coded without a context, decodes to raw,
-// and ErrMismatch when it decodes to other bytes: Decode and a compare,
-// where the planes of widths 2 and 4 are compared with raw as they are
-// joined, never written out (repack decodes every coding so before it
-// replaces the raw bytes). buf is scratch for the other widths, grown as
-// needed and returned for reuse.
-func Matches(buf, enc, raw []byte) ([]byte, error) {
-	out, err := decodeTo(buf, enc, len(raw), nil, asIs, raw)
-	switch {
-	case err != nil:
-		return buf, err
-	case out == nil: // compared as joined
-		return buf, nil
-	case !bytes.Equal(out, raw):
-		return out[:0], ErrMismatch
-	}
-	return out[:0], nil
-}
-
-// ErrMismatch is Matches' answer for coded bytes that decode to other
-// bytes than the raw bytes given.
-var ErrMismatch = errors.New("bytegroup: the coded bytes decode to other bytes")
 
 // decode is Decode of an array coded with the transform t against ctx
 // (asIs: its context only orders it), which decode inverts.

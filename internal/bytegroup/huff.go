@@ -34,6 +34,17 @@ type huffEncoder struct {
 	fse     fse.Scratch
 }
 
+// huff4X is huff0.Compress4X(blk), coded by huffEncoder past huffMin.
+func (c *coder) huff4X(blk []byte) ([]byte, error) {
+	if len(blk) < huffMin {
+		coded, _, err := huff0.Compress4X(blk, &c.huff)
+		return coded, err
+	}
+	var err error
+	c.hout, err = c.henc.compress4X(c.hout[:0], blk, &c.huff)
+	return c.hout, err
+}
+
 // compress4X appends huff0.Compress4X(blk)'s table and streams to out, or
 // returns huff0.ErrUseRLE or errNoHuff where Compress4X fails, with out
 // as it was.
