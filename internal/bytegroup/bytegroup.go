@@ -1,6 +1,7 @@
 package bytegroup
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -63,6 +64,8 @@ func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
 
 type coder struct {
 	huff   huff0.Scratch
+	henc   huffEncoder
+	hout   []byte // huff4X's coding
 	fse    fse.Scratch
 	buf    []byte   // the planes, back to back
 	planes [][]byte // views of buf
@@ -239,7 +242,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 				continue
 			}
 		}
-		coded, _, err := huff0.Compress4X(blk, &c.huff) // coded lives in c.huff until its next use
+		coded, err := c.huff4X(blk) // coded lives in c until its next use
 		switch {
 		case errors.Is(err, huff0.ErrUseRLE):
 			out = append(out, kindRLE, blk[0])
@@ -435,6 +438,13 @@ func DecodeWith(dst, enc []byte, rawLen int, ctx []byte) (out []byte, err error)
 // decode is Decode of an array coded with the transform t against ctx
 // (asIs: its context only orders it), which decode inverts.
 func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, err error) {
+	return decodeTo(dst, enc, rawLen, ctx, t, nil)
+}
+
+// decodeTo is decode, or, given want and coded without a context in 2 or
+// 4 planes, the check that the planes join to want (nil and nil, or
+// ErrMismatch), without joining them into dst.
+func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a decoder library's bug never takes the process down
 			out, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
@@ -454,14 +464,19 @@ func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, e
 		return nil, fmt.Errorf("%w: holds %d bytes, want %d", ErrCorrupt, l, rawLen)
 	}
 	in = in[k:]
-	dst = grow(dst, rawLen)
+	match := want != nil && !withCtx && (width == 2 || width == 4)
+	if !match {
+		dst = grow(dst, rawLen)
+	}
 	n := rawLen / width
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
 	c.bs = blockSizeOf([4]byte(enc[:4]))
-	planes := [][]byte{dst[:n]}
+	var planes [][]byte
 	if width > 1 {
 		planes = c.planesFor(n, width)
+	} else {
+		planes = [][]byte{dst[:n]}
 	}
 	for i, plane := range planes {
 		if width > 1 && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
@@ -475,6 +490,12 @@ func decode(dst, enc []byte, rawLen int, ctx []byte, t transform) (out []byte, e
 	}
 	if len(in) != rawLen-n*width {
 		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
+	}
+	if match {
+		if len(want) != rawLen || !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
+			return nil, ErrMismatch
+		}
+		return nil, nil
 	}
 	copy(dst[n*width:], in)
 	switch {

@@ -75,6 +75,18 @@ func TestRoundTripProperty(t *testing.T) {
 		if _, err := Decode(nil, enc, len(src)+1); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decode with a wrong length: %v, want ErrCorrupt", err)
 		}
+		// Matches takes the bytes, and no others of their length.
+		if _, err := Matches(nil, enc, src); err != nil {
+			t.Fatalf("matches: %v", err)
+		}
+		if len(src) > 0 {
+			at := rapid.IntRange(0, len(src)-1).Draw(t, "flip")
+			other := bytes.Clone(src)
+			other[at] ^= byte(rapid.IntRange(1, 255).Draw(t, "bits"))
+			if _, err := Matches(nil, enc, other); !errors.Is(err, ErrMismatch) {
+				t.Fatalf("matches with byte %d changed: %v, want ErrMismatch", at, err)
+			}
+		}
 	})
 }
 

@@ -5,6 +5,49 @@ import "encoding/binary"
 // split writes byte p of element i of src to planes[p][i], for the n =
 // len(planes[0]) whole elements of src, in one pass.
 func split(src []byte, planes [][]byte, width int) {
+	if k := splitFast(src, planes, width); k > 0 {
+		src, planes = src[k*width:], rest(planes, k)
+	}
+	splitGo(src, planes, width)
+}
+
+// join is split's inverse.
+func join(dst []byte, planes [][]byte, width int) {
+	if k := joinFast(dst, planes, width); k > 0 {
+		dst, planes = dst[k*width:], rest(planes, k)
+	}
+	joinGo(dst, planes, width)
+}
+
+// joinEqual reports whether join(raw, planes, width) would leave raw as
+// it is: the planes compared with raw as they are joined.
+func joinEqual(raw []byte, planes [][]byte, width int) bool {
+	k, ok := joinEqualFast(raw, planes, width)
+	if !ok {
+		return false
+	}
+	raw, planes = raw[k*width:], rest(planes, k)
+	for p, pl := range planes {
+		for i, b := range pl {
+			if raw[i*width+p] != b {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// rest returns the planes past their first k elements.
+func rest(planes [][]byte, k int) [][]byte {
+	var r [8][]byte // validWidth's most: no allocation
+	for p, pl := range planes {
+		r[p] = pl[k:]
+	}
+	return r[:len(planes)]
+}
+
+// splitGo is split in Go, for what the assembly does not do.
+func splitGo(src []byte, planes [][]byte, width int) {
 	n := len(planes[0])
 	switch width {
 	case 2:
@@ -36,8 +79,8 @@ func split(src []byte, planes [][]byte, width int) {
 	}
 }
 
-// join is split's inverse.
-func join(dst []byte, planes [][]byte, width int) {
+// joinGo is splitGo's inverse.
+func joinGo(dst []byte, planes [][]byte, width int) {
 	n := len(planes[0])
 	switch width {
 	case 2:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -191,6 +192,17 @@ func decodeBlob(rec BlobRecord, stored, base, buf []byte) ([]byte, error) {
 // needed and returned for reuse.
 func CheckDecodes(rec BlobRecord, stored, raw, base, buf []byte) ([]byte, error) {
 	const refused = "blob %s: its %s coding does not decode to its bytes, so it stays as it was (a bug in mstore's coder: please report it)"
+	if rec.Coding == CodingGrouped && int64(len(raw)) == rec.Size {
+		// Its planes are compared with raw as they are joined.
+		buf, err := bytegroup.Matches(buf[:0], stored, raw)
+		switch {
+		case errors.Is(err, bytegroup.ErrMismatch):
+			return buf, errs.New(errs.IntegrityError, "store", refused, rec.Digest.Short(), rec.Coding)
+		case err != nil:
+			return buf, errs.Wrap(errs.IntegrityError, "store", err, refused, rec.Digest.Short(), rec.Coding)
+		}
+		return buf, nil
+	}
 	out, err := decodeBlob(rec, stored, base, buf[:0])
 	if err != nil {
 		return buf, errs.Wrap(errs.IntegrityError, "store", err, refused, rec.Digest.Short(), rec.Coding)

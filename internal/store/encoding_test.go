@@ -393,6 +393,7 @@ func TestCheckDecodes(t *testing.T) {
 	other := fineTune(base, 23) // the delta decodes, to other bytes than these
 	for name, err := range map[string]error{
 		"a flipped byte":       func() error { _, err := CheckDecodes(g, bad, base, nil, nil); return err }(),
+		"grouped, other bytes": func() error { _, err := CheckDecodes(g, grouped, ft, nil, nil); return err }(),
 		"another blob's bytes": func() error { _, err := CheckDecodes(d, delta, other, base, nil); return err }(),
 		"the wrong base":       func() error { _, err := CheckDecodes(d, delta, ft, other, nil); return err }(),
 	} {
