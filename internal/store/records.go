@@ -102,7 +102,7 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
 	suspect := tx.Bucket(bucketSuspect)
-	j := newPackJournal(recs)
+	j := newPackJournal()
 	c := b.Cursor()
 	var k []byte
 	for i, r := range recs {
@@ -128,7 +128,7 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 		}
 		j.add(r)
 	}
-	return journal.AddAll(tx, j.recs)
+	return journal.AddAll(tx, j.records())
 }
 
 // RecordBatch is the most blob records RecordAhead puts in one
@@ -170,37 +170,41 @@ func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, 
 // packJournal gathers the journal records of packed blobs: where each
 // lies, since a pack file has no table of its own and `fsck
 // --rebuild-index` needs one. A loose blob file is named by its digest and
-// needs nothing.
+// needs nothing. Raw blobs go many to a record (journal.PackRuns), coded
+// ones one each, with their coding.
 type packJournal struct {
-	recs []journal.Record
-	pack PackID
-	hex  string // pack's, shared by the records of one pack
+	coded   []journal.Record
+	members map[PackID][]journal.PackMember
+	packs   []PackID // in the order first seen
 }
 
-// newPackJournal has room for the packed blobs of recs.
-func newPackJournal(recs []BlobRecord) *packJournal {
-	n := 0
-	for _, r := range recs {
-		if r.Encoding == EncodingPacked {
-			n++
-		}
-	}
-	return &packJournal{recs: make([]journal.Record, 0, n)}
+func newPackJournal() *packJournal {
+	return &packJournal{members: map[PackID][]journal.PackMember{}}
 }
 
 func (j *packJournal) add(r BlobRecord) {
 	if r.Encoding != EncodingPacked {
 		return
 	}
-	if j.hex == "" || r.Pack != j.pack {
-		j.pack, j.hex = r.Pack, r.Pack.String()
-	}
-	rec := journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: j.hex, Offset: r.Offset, Size: r.StoredSize()}
 	if r.Coded() {
 		// The rebuild decodes it (with its base, for a delta) to check it.
-		rec.Enc, rec.Raw, rec.Base = r.Coding.String(), r.Size, r.Base
+		j.coded = append(j.coded, journal.Record{Op: journal.OpPacked, Digest: r.Digest, Pack: r.Pack.String(), Offset: r.Offset,
+			Size: r.StoredSize(), Enc: r.Coding.String(), Raw: r.Size, Base: r.Base})
+		return
 	}
-	j.recs = append(j.recs, rec)
+	if _, ok := j.members[r.Pack]; !ok {
+		j.packs = append(j.packs, r.Pack)
+	}
+	j.members[r.Pack] = append(j.members[r.Pack], journal.PackMember{Digest: r.Digest, Offset: r.Offset, Size: r.StoredSize()})
+}
+
+// records is what was gathered, as journal records.
+func (j *packJournal) records() []journal.Record {
+	out := j.coded
+	for _, id := range j.packs {
+		out = append(out, journal.PackRuns(id.String(), j.members[id])...)
+	}
+	return out
 }
 
 // MarkSuspect replaces the set of blobs fsck found missing or corrupt by
@@ -309,7 +313,7 @@ func RemoveBlobRecords(tx *bolt.Tx, recs []BlobRecord) error {
 func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
-	j := newPackJournal(recs)
+	j := newPackJournal()
 	for _, r := range recs {
 		o, ok := old[r.Digest]
 		if !ok || o.Size != r.Size {
@@ -323,7 +327,7 @@ func ReplaceBlobRecords(tx *bolt.Tx, old map[objects.Digest]BlobRecord, recs []B
 		}
 		j.add(r)
 	}
-	return journal.AddAll(tx, j.recs)
+	return journal.AddAll(tx, j.records())
 }
 
 func sameRecord(b *bolt.Bucket, r BlobRecord) error {
