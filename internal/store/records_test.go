@@ -124,3 +124,49 @@ func TestRecordAheadBatches(t *testing.T) {
 		t.Errorf("journal batches of %v records, want two of %d", sizes, RecordBatch)
 	}
 }
+
+// Records put after every key the index holds fill its pages whole (the
+// first add of a large model); records put among others keep bbolt's half
+// pages, so that pages are not split into a full one and an almost empty
+// one, again and again.
+func TestAppendOnlyFillsPages(t *testing.T) {
+	st := newStore(t)
+	rec := func(i int) BlobRecord {
+		return BlobRecord{Digest: objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)}), Size: 512,
+			Encoding: EncodingPacked, Pack: PackID{1}, Offset: int64(i) * 512}
+	}
+	fill := func() (float64, bolt.BucketStats) {
+		var s bolt.BucketStats
+		st.View(func(tx *bolt.Tx) error { s = tx.Bucket(bucketBlobs).Stats(); return nil })
+		return float64(s.LeafInuse) / float64(s.LeafAlloc), s
+	}
+	var first []BlobRecord
+	for i := range 20_000 {
+		first = append(first, rec(i))
+	}
+	// RecordAhead's batches: each after the one before.
+	rest, err := st.RecordAhead(first, "")
+	if err == nil {
+		err = st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, rest) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, s := fill(); f < 0.9 {
+		t.Fatalf("pages %.0f%% full after records put in key order into an empty index (%d pages), want 90%% or more", 100*f, s.LeafPageN)
+	}
+	// Ten adds of 400 blobs among them: a page split full and almost empty
+	// takes most of the next keys on its full side, and splits again.
+	for a := range 10 {
+		var more []BlobRecord
+		for i := range 400 {
+			more = append(more, rec(20_000+a*400+i))
+		}
+		if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, more) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, s := fill(); f < 0.5 || s.KeyN != 24_000 {
+		t.Fatalf("%d keys on %d leaf pages %.0f%% full after records put among others", s.KeyN, s.LeafPageN, 100*f)
+	}
+}
