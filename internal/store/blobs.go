@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 
@@ -337,7 +336,7 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	Failpoint(FailBlobsDurable)
 	// In key order: the index records them without another copy to sort
 	// (sortedRecords).
-	slices.SortFunc(out, compareRecords)
+	sortByDigest(out)
 	return out, nil
 }
 

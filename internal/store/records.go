@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -174,9 +175,7 @@ const RecordBatch = 1 << 14
 // gc never removes them from under it). It sorts recs in place: the
 // records of a large model are never copied to be put in key order.
 func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, error) {
-	if !slices.IsSortedFunc(recs, compareRecords) {
-		slices.SortFunc(recs, compareRecords)
-	}
+	sortByDigest(recs)
 	batched := len(recs) > RecordBatch
 	for len(recs) > RecordBatch {
 		batch := recs[:RecordBatch]
@@ -388,3 +387,46 @@ func sortedRecords(recs []BlobRecord) []BlobRecord {
 }
 
 func compareRecords(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) }
+
+// sortByDigest sorts recs in key order, in place. It sorts pairs of a
+// digest's first 8 bytes and an index, then moves each record once: a sort
+// that swaps the records themselves (136 bytes each) took 37 ms for the
+// 100,000 of an add of as many small tensors.
+func sortByDigest(recs []BlobRecord) {
+	if slices.IsSortedFunc(recs, compareRecords) {
+		return
+	}
+	type key struct {
+		prefix uint64
+		i      int
+	}
+	keys := make([]key, len(recs))
+	for i := range recs {
+		keys[i] = key{binary.BigEndian.Uint64(recs[i].Digest[:8]), i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return compareRecords(recs[a.i], recs[b.i])
+	})
+	// Position j takes the record at keys[j].i: follow each cycle of that
+	// permutation once, marking a place done by pointing it at itself.
+	for start := range keys {
+		if keys[start].i == start {
+			continue
+		}
+		held := recs[start]
+		j := start
+		for {
+			from := keys[j].i
+			keys[j].i = j
+			if from == start {
+				recs[j] = held
+				break
+			}
+			recs[j] = recs[from]
+			j = from
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -168,5 +171,46 @@ func TestAppendOnlyFillsPages(t *testing.T) {
 	}
 	if f, s := fill(); f < 0.5 || s.KeyN != 24_000 {
 		t.Fatalf("%d keys on %d leaf pages %.0f%% full after records put among others", s.KeyN, s.LeafPageN, 100*f)
+	}
+}
+
+// sortByDigest puts records in key order, also those whose digests share
+// their first 8 bytes, and keeps every record (duplicates too) whole.
+func TestSortByDigest(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 100, 5000} {
+		r := rand.New(rand.NewPCG(uint64(n), 7))
+		var recs []BlobRecord
+		for i := range n {
+			d := objects.Sum([]byte{byte(i), byte(i >> 8)})
+			if i%5 == 1 { // the same first 8 bytes as the one before
+				copy(d[:8], recs[i-1].Digest[:8])
+			}
+			if i%7 == 3 { // the same digest
+				d = recs[i-1].Digest
+			}
+			recs = append(recs, BlobRecord{Digest: d, Size: int64(i), Offset: r.Int64N(1 << 30), Encoding: EncodingPacked})
+		}
+		want := slices.Clone(recs)
+		slices.SortStableFunc(want, compareRecords)
+		got := slices.Clone(recs)
+		sortByDigest(got)
+		if !slices.IsSortedFunc(got, compareRecords) {
+			t.Fatalf("%d records: not in key order", n)
+		}
+		// Equal digests may come in either order: compare each run.
+		key := func(r BlobRecord) string { return fmt.Sprint(r.Digest, r.Size) }
+		for i := 0; i < len(got); {
+			j := i
+			for j < len(got) && got[j].Digest == got[i].Digest {
+				j++
+			}
+			a, b := slices.Clone(got[i:j]), slices.Clone(want[i:j])
+			slices.SortFunc(a, func(x, y BlobRecord) int { return strings.Compare(key(x), key(y)) })
+			slices.SortFunc(b, func(x, y BlobRecord) int { return strings.Compare(key(x), key(y)) })
+			if !slices.Equal(a, b) {
+				t.Fatalf("%d records: at %d got %+v, want %+v", n, i, a, b)
+			}
+			i = j
+		}
 	}
 }
