@@ -9,26 +9,11 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/internal/names"
-	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/store/storetest"
 )
-
-func blobRecords(t *testing.T, st *store.Store) map[objects.Digest]store.BlobRecord {
-	t.Helper()
-	out := map[objects.Digest]store.BlobRecord{}
-	err := st.View(func(tx *bolt.Tx) error {
-		return store.ForEachBlob(tx, func(r store.BlobRecord) error { out[r.Digest] = r; return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // The packed blobs of an add are journaled many to a line (packrun
 // records); the index rebuilt from that journal, or from the same journal
@@ -44,7 +29,7 @@ func TestRebuildFromPackRunsAndPerBlobLines(t *testing.T) {
 			}
 			v1 := storetest.Variant(t, root, "v1", 1)
 			storetest.Add(t, st, v1, "m")
-			before := blobRecords(t, st)
+			before := storetest.BlobRecords(t, st)
 			packed := 0
 			for _, r := range before {
 				if r.Encoding == store.EncodingPacked {
@@ -87,7 +72,7 @@ func TestRebuildFromPackRunsAndPerBlobLines(t *testing.T) {
 			if st, err = store.Open(st.Dir(), false, store.Options{}); err != nil {
 				t.Fatal(err)
 			}
-			if after := blobRecords(t, st); !reflect.DeepEqual(after, before) {
+			if after := storetest.BlobRecords(t, st); !reflect.DeepEqual(after, before) {
 				t.Fatalf("%d blob records after the rebuild, %d before (or some differ)", len(after), len(before))
 			}
 			storetest.RequireCheckout(t, st, "m", v1)
