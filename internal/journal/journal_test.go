@@ -159,6 +159,8 @@ func FuzzRead(f *testing.F) {
 	line, _ := encodeLine(rec("a"))
 	end, _ := encodeLine(Record{Op: OpEnd})
 	f.Add(append(line, end...))
+	run, _ := encodeLine(PackRuns("aa", []PackMember{{Digest: objects.Sum(nil), Offset: 3, Size: 5}})[0])
+	f.Add(append(append(line, run...), end...))
 	f.Add([]byte("00000000 {}\n\n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "j")
