@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -388,45 +387,53 @@ func sortedRecords(recs []BlobRecord) []BlobRecord {
 
 func compareRecords(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) }
 
-// sortByDigest sorts recs in key order, in place. It sorts pairs of a
-// digest's first 8 bytes and an index, then moves each record once: a sort
-// that swaps the records themselves (136 bytes each) took 37 ms for the
-// 100,000 of an add of as many small tensors.
+// sortByDigest sorts recs in key order, in place. It orders indexes, by
+// a counting pass on the digests' first two bytes (digests are spread
+// evenly: a bucket holds one or two) and comparisons within a bucket, then
+// moves each record once: a sort that swaps the records themselves (136
+// bytes each) took 44 ms for the 100,000 of an add of as many small
+// tensors.
 func sortByDigest(recs []BlobRecord) {
 	if slices.IsSortedFunc(recs, compareRecords) {
 		return
 	}
-	type key struct {
-		prefix uint64
-		i      int
-	}
-	keys := make([]key, len(recs))
+	bucket := func(r *BlobRecord) int { return int(r.Digest[0])<<8 | int(r.Digest[1]) }
+	start := make([]int, 1<<16+1)
 	for i := range recs {
-		keys[i] = key{binary.BigEndian.Uint64(recs[i].Digest[:8]), i}
+		start[bucket(&recs[i])+1]++
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	next := slices.Clone(start[:1<<16])
+	from := make([]int, len(recs)) // position j takes the record at from[j]
+	for i := range recs {
+		b := bucket(&recs[i])
+		from[next[b]] = i
+		next[b]++
+	}
+	for b := range 1 << 16 {
+		if run := from[start[b]:start[b+1]]; len(run) > 1 {
+			slices.SortFunc(run, func(x, y int) int { return compareRecords(recs[x], recs[y]) })
 		}
-		return compareRecords(recs[a.i], recs[b.i])
-	})
-	// Position j takes the record at keys[j].i: follow each cycle of that
-	// permutation once, marking a place done by pointing it at itself.
-	for start := range keys {
-		if keys[start].i == start {
+	}
+	// Follow each cycle of the permutation once, marking a place done by
+	// pointing it at itself.
+	for first := range from {
+		if from[first] == first {
 			continue
 		}
-		held := recs[start]
-		j := start
+		held := recs[first]
+		j := first
 		for {
-			from := keys[j].i
-			keys[j].i = j
-			if from == start {
+			k := from[j]
+			from[j] = j
+			if k == first {
 				recs[j] = held
 				break
 			}
-			recs[j] = recs[from]
-			j = from
+			recs[j] = recs[k]
+			j = k
 		}
 	}
 }
