@@ -387,36 +387,16 @@ func sortedRecords(recs []BlobRecord) []BlobRecord {
 
 func compareRecords(a, b BlobRecord) int { return bytes.Compare(a.Digest[:], b.Digest[:]) }
 
-// sortByDigest sorts recs in key order, in place. It orders indexes, by
-// a counting pass on the digests' first two bytes (digests are spread
-// evenly: a bucket holds one or two) and comparisons within a bucket, then
-// moves each record once: a sort that swaps the records themselves (136
-// bytes each) took 44 ms for the 100,000 of an add of as many small
-// tensors.
+// sortByDigest sorts recs in key order, in place: it orders their indexes
+// (objects.DigestOrder) and moves each record once. A sort that swaps the
+// records themselves (136 bytes each) took 44 ms for the 100,000 of an add
+// of as many small tensors.
 func sortByDigest(recs []BlobRecord) {
 	if slices.IsSortedFunc(recs, compareRecords) {
 		return
 	}
-	bucket := func(r *BlobRecord) int { return int(r.Digest[0])<<8 | int(r.Digest[1]) }
-	start := make([]int, 1<<16+1)
-	for i := range recs {
-		start[bucket(&recs[i])+1]++
-	}
-	for b := 1; b < len(start); b++ {
-		start[b] += start[b-1]
-	}
-	next := slices.Clone(start[:1<<16])
-	from := make([]int, len(recs)) // position j takes the record at from[j]
-	for i := range recs {
-		b := bucket(&recs[i])
-		from[next[b]] = i
-		next[b]++
-	}
-	for b := range 1 << 16 {
-		if run := from[start[b]:start[b+1]]; len(run) > 1 {
-			slices.SortFunc(run, func(x, y int) int { return compareRecords(recs[x], recs[y]) })
-		}
-	}
+	// Position j takes the record at from[j].
+	from := objects.DigestOrder(len(recs), func(i int) *objects.Digest { return &recs[i].Digest })
 	// Follow each cycle of the permutation once, marking a place done by
 	// pointing it at itself.
 	for first := range from {
