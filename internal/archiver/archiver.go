@@ -162,6 +162,16 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	// The manifest is read back while its blob is written and the blobs
+	// are made durable (Commit waits on the disk): the store must never
+	// hold a manifest it cannot read, and nothing is recorded before the
+	// read-back has passed. (A read-back that fails is a fault of this
+	// build, never of the input; the blob files it leaves unrecorded are
+	// what a crash leaves, and gc removes them.)
+	var readBackErr error
+	readBack := make(chan struct{})
+	go func() { readBackErr = checkReadBack(encoded); close(readBack) }()
+	defer func() { <-readBack }() // an early return waits: encoded is read until then
 	res := &Result{Name: opts.Name, Tag: opts.Tag, Digest: digest, Format: format,
 		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: append([]string{}, formatWarnings...)}
 	if warn := DTypeMismatch(configJSON, m.Tensors); warn != "" {
@@ -170,9 +180,6 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	needs := m.Blobs()
 	m = nil
 	collect(large)
-	if err := objects.CheckReadBack(encoded); err != nil {
-		return nil, err // the store must never hold a manifest it cannot read
-	}
 	if err := checkTagFree(st, opts, digest); err != nil {
 		return nil, err // before any blob is published: a refused add leaves nothing
 	}
@@ -184,6 +191,10 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	if <-readBack; readBackErr != nil {
+		return nil, readBackErr
+	}
+	collect(large) // the read-back's manifest
 	if all := opts.allTags(); len(all) > 0 {
 		res.Tag = all[0]
 		if len(all) > 1 {
@@ -242,6 +253,9 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	return res, nil
 }
+
+// checkReadBack is objects.CheckReadBack; a test makes it fail.
+var checkReadBack = objects.CheckReadBack
 
 func openModel(path string, files map[string]string) (*modeldir.Dir, error) {
 	if files != nil {

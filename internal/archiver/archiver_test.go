@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
 )
@@ -233,5 +236,37 @@ func TestOtherFormatsBesideTheModelAreKeptWithAWarning(t *testing.T) {
 	}
 	if res.Format != "safetensors" || len(res.Warnings) != 2 || !strings.Contains(res.Warnings[0]+res.Warnings[1], "pytorch_model.bin is a pytorch file") {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// The manifest's read-back runs beside the blob writes; an add records
+// nothing (no blob, no manifest, no ref) until it has passed, however long
+// it takes, and fails with its error.
+func TestNothingRecordedBeforeTheReadBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	st := newStore(t)
+	defer func(f func([]byte) error) { checkReadBack = f }(checkReadBack)
+	checkReadBack = func(b []byte) error {
+		time.Sleep(100 * time.Millisecond) // the blobs are committed meanwhile
+		return errs.New(errs.IntegrityError, "test", "read-back refused")
+	}
+	if _, err := Add(context.Background(), st, dir, Options{Name: "m"}); err == nil || !strings.Contains(err.Error(), "read-back refused") {
+		t.Fatalf("add: %v, want the read-back's error", err)
+	}
+	err := st.View(func(tx *bolt.Tx) error {
+		n := 0
+		store.ForEachBlob(tx, func(store.BlobRecord) error { n++; return nil })
+		if _, err := refs.Current(tx, "m"); n != 0 || errs.ClassOf(err) != errs.NotFound {
+			t.Fatalf("%d blobs recorded, ref m: %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReadBack = objects.CheckReadBack
+	if _, err := Add(context.Background(), st, dir, Options{Name: "m"}); err != nil {
+		t.Fatal(err)
 	}
 }

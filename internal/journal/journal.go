@@ -1,9 +1,9 @@
 // Package journal owns the store's journal: an append-only file beside
 // index.db that records every change the index cannot rebuild from the blob
-// files alone (ref moves, tags, trims, ref removals, named remotes, which blobs are
-// manifests, where packed blobs lie and how they are coded, delta base
-// hints), so that `mstore fsck --rebuild-index`
-// can rebuild a lost or damaged index.
+// files alone (ref moves, tags, trims, ref removals, named remotes, which
+// blobs are manifests, where packed blobs lie and how they are coded (the
+// raw blobs of a pack many to a line, packrun.go), delta base hints), so
+// that `mstore fsck --rebuild-index` can rebuild a lost or damaged index.
 //
 // One record per line, each line its own checksum:
 //
@@ -60,6 +60,7 @@ const (
 	OpTrim      Op = "trim"     // history of Name trimmed to its newest Keep entries
 	OpManifest  Op = "manifest" // blob Digest (Size bytes) is a manifest
 	OpPacked    Op = "packed"   // blob Digest (Size bytes) is at Offset of pack Pack, coded as Enc
+	OpPackRun   Op = "packrun"  // raw blobs Members are in pack Pack (packrun.go); Read gives them as OpPacked
 	OpBase      Op = "base"     // version Digest's tensors are coded against version Base's (add --base)
 	OpRemote    Op = "remote"   // named remote Name set to URL Msg (remote add)
 	OpRemoteRm  Op = "rmremote" // named remote Name forgotten (remote rm)
@@ -85,6 +86,8 @@ type Record struct {
 	Enc  string         `json:"enc,omitempty"`
 	Raw  int64          `json:"raw,omitempty"`
 	Base objects.Digest `json:"base,omitzero"`
+	// Members are an OpPackRun record's blobs (packrun.go).
+	Members string `json:"members,omitempty"`
 }
 
 // pending holds the records of each writable transaction in flight, in
@@ -290,6 +293,10 @@ func read(r io.Reader) (*Log, error) {
 		if len(line) > 0 {
 			l.Lines++
 			rec, ok := decodeLine(bytes.TrimSuffix(line, []byte{'\n'}))
+			var members []Record
+			if ok && rec.Op == OpPackRun {
+				members, ok = expandPackRun(rec)
+			}
 			if ok && line[len(line)-1] != '\n' {
 				ok = false // a last line without its newline is torn
 			}
@@ -317,6 +324,8 @@ func read(r io.Reader) (*Log, error) {
 				}
 				byNum[curSeq] = cur
 				open = false
+			case rec.Op == OpPackRun:
+				cur = append(cur, members...)
 			default:
 				cur = append(cur, rec)
 			}

@@ -159,6 +159,8 @@ func FuzzRead(f *testing.F) {
 	line, _ := encodeLine(rec("a"))
 	end, _ := encodeLine(Record{Op: OpEnd})
 	f.Add(append(line, end...))
+	run, _ := encodeLine(PackRuns("aa", []PackMember{{Digest: objects.Sum(nil), Offset: 3, Size: 5}})[0])
+	f.Add(append(append(line, run...), end...))
 	f.Add([]byte("00000000 {}\n\n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "j")
@@ -186,7 +188,7 @@ func TestRecordEncoding(t *testing.T) {
 		r := Record{Op: Op(str.Draw(t, "op")), Batch: rapid.Uint64().Draw(t, "b"), Name: str.Draw(t, "name"), Tag: str.Draw(t, "tag"),
 			Digest: dig(t, "digest"), Time: str.Draw(t, "time"), Msg: str.Draw(t, "msg"), Keep: int(num.Draw(t, "keep")),
 			Pack: str.Draw(t, "pack"), Offset: num.Draw(t, "off"), Size: num.Draw(t, "size"), Enc: str.Draw(t, "enc"),
-			Raw: num.Draw(t, "raw"), Base: dig(t, "base")}
+			Raw: num.Draw(t, "raw"), Base: dig(t, "base"), Members: str.Draw(t, "members")}
 		want, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -204,7 +206,7 @@ func TestRecordEncoding(t *testing.T) {
 
 // utf8Clean reports whether every string of r survives a JSON round trip.
 func utf8Clean(r Record) bool {
-	for _, s := range []string{string(r.Op), r.Name, r.Tag, r.Time, r.Msg, r.Pack, r.Enc} {
+	for _, s := range []string{string(r.Op), r.Name, r.Tag, r.Time, r.Msg, r.Pack, r.Enc, r.Members} {
 		if !utf8.ValidString(s) {
 			return false
 		}

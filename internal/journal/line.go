@@ -13,7 +13,7 @@ import (
 // blobs. A string that JSON would escape takes the encoding/json path, so
 // the bytes are json.Marshal's in every case (TestRecordEncoding).
 func appendRecord(dst []byte, r Record) ([]byte, error) {
-	for _, s := range []string{string(r.Op), r.Name, r.Tag, r.Time, r.Msg, r.Pack, r.Enc} {
+	for _, s := range []string{string(r.Op), r.Name, r.Tag, r.Time, r.Msg, r.Pack, r.Enc, r.Members} {
 		if !plainJSON(s) {
 			v, err := json.Marshal(r)
 			return append(dst, v...), err
@@ -35,6 +35,7 @@ func appendRecord(dst []byte, r Record) ([]byte, error) {
 	dst = appendString(dst, "enc", r.Enc)
 	dst = appendInt(dst, "raw", r.Raw)
 	dst = appendDigest(dst, "base", r.Base)
+	dst = appendString(dst, "members", r.Members)
 	return append(dst, '}'), nil
 }
 

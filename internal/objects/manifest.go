@@ -264,7 +264,7 @@ func (m *Manifest) Blobs() []Digest {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Digest) int { return bytes.Compare(a[:], b[:]) })
+	SortDigests(out)
 	return slices.Compact(out)
 }
 

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -122,5 +125,92 @@ func TestRecordAheadBatches(t *testing.T) {
 	}
 	if !slices.Equal(sizes, []int{RecordBatch, RecordBatch}) {
 		t.Errorf("journal batches of %v records, want two of %d", sizes, RecordBatch)
+	}
+}
+
+// Records put after every key the index holds fill its pages whole (the
+// first add of a large model); records put among others keep bbolt's half
+// pages, so that pages are not split into a full one and an almost empty
+// one, again and again.
+func TestAppendOnlyFillsPages(t *testing.T) {
+	st := newStore(t)
+	rec := func(i int) BlobRecord {
+		return BlobRecord{Digest: objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)}), Size: 512,
+			Encoding: EncodingPacked, Pack: PackID{1}, Offset: int64(i) * 512}
+	}
+	fill := func() (float64, bolt.BucketStats) {
+		var s bolt.BucketStats
+		st.View(func(tx *bolt.Tx) error { s = tx.Bucket(bucketBlobs).Stats(); return nil })
+		return float64(s.LeafInuse) / float64(s.LeafAlloc), s
+	}
+	var first []BlobRecord
+	for i := range 20_000 {
+		first = append(first, rec(i))
+	}
+	// RecordAhead's batches: each after the one before.
+	rest, err := st.RecordAhead(first, "")
+	if err == nil {
+		err = st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, rest) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, s := fill(); f < 0.9 {
+		t.Fatalf("pages %.0f%% full after records put in key order into an empty index (%d pages), want 90%% or more", 100*f, s.LeafPageN)
+	}
+	// Ten adds of 400 blobs among them: a page split full and almost empty
+	// takes most of the next keys on its full side, and splits again.
+	for a := range 10 {
+		var more []BlobRecord
+		for i := range 400 {
+			more = append(more, rec(20_000+a*400+i))
+		}
+		if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, more) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, s := fill(); f < 0.5 || s.KeyN != 24_000 {
+		t.Fatalf("%d keys on %d leaf pages %.0f%% full after records put among others", s.KeyN, s.LeafPageN, 100*f)
+	}
+}
+
+// sortByDigest puts records in key order, also those whose digests share
+// their first 8 bytes, and keeps every record (duplicates too) whole.
+func TestSortByDigest(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 100, 5000} {
+		r := rand.New(rand.NewPCG(uint64(n), 7))
+		var recs []BlobRecord
+		for i := range n {
+			d := objects.Sum([]byte{byte(i), byte(i >> 8)})
+			if i%5 == 1 { // the same first 8 bytes as the one before
+				copy(d[:8], recs[i-1].Digest[:8])
+			}
+			if i%7 == 3 { // the same digest
+				d = recs[i-1].Digest
+			}
+			recs = append(recs, BlobRecord{Digest: d, Size: int64(i), Offset: r.Int64N(1 << 30), Encoding: EncodingPacked})
+		}
+		want := slices.Clone(recs)
+		slices.SortStableFunc(want, compareRecords)
+		got := slices.Clone(recs)
+		sortByDigest(got)
+		if !slices.IsSortedFunc(got, compareRecords) {
+			t.Fatalf("%d records: not in key order", n)
+		}
+		// Equal digests may come in either order: compare each run.
+		key := func(r BlobRecord) string { return fmt.Sprint(r.Digest, r.Size) }
+		for i := 0; i < len(got); {
+			j := i
+			for j < len(got) && got[j].Digest == got[i].Digest {
+				j++
+			}
+			a, b := slices.Clone(got[i:j]), slices.Clone(want[i:j])
+			slices.SortFunc(a, func(x, y BlobRecord) int { return strings.Compare(key(x), key(y)) })
+			slices.SortFunc(b, func(x, y BlobRecord) int { return strings.Compare(key(x), key(y)) })
+			if !slices.Equal(a, b) {
+				t.Fatalf("%d records: at %d got %+v, want %+v", n, i, a, b)
+			}
+			i = j
+		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/mstore/mstore/internal/refs"
 )
 
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	st, err := Open(filepath.Join(t.TempDir(), "store"), true, Options{LockTimeout: time.Second})
 	if err != nil {

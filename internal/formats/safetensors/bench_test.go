@@ -50,3 +50,30 @@ func BenchmarkParse100kTensors(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseOneFile100kTensors parses one file of 100,000 tensors
+// (bench/perf.sh's "small" model): its 10 MB header is most of the work.
+func BenchmarkParseOneFile100kTensors(b *testing.B) {
+	tensors := make([]formats.Tensor, 100_000)
+	for i := range tensors {
+		tensors[i] = formats.Tensor{Name: fmt.Sprintf("model.layers.%d.block.%d.weight", i/100, i%100), DType: "F32", Shape: []int64{128}, Size: 512}
+	}
+	l, err := Plan(tensors, PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([][]byte, len(tensors))
+	for i := range data {
+		data[i] = make([]byte, 512)
+	}
+	files, err := formattest.Materialize(l, data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseFiles(files); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -45,23 +45,26 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 	}
 
 	// Names must be unique across the model before an index is checked, so
-	// that a tensor's file is well defined.
+	// that a tensor's file is well defined. (A header has checked its own:
+	// one file without an index needs no map of 100,000 names.)
 	total := 0
 	for _, p := range containers {
 		total += len(headers[p].tensors)
 	}
-	fileOf := make(map[string]string, total)
-	for _, p := range containers {
-		for _, e := range headers[p].tensors {
-			if other, dup := fileOf[e.name]; dup {
-				return nil, errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
+	if len(containers) > 1 || len(m.IndexPaths) > 0 {
+		fileOf := make(map[string]string, total)
+		for _, p := range containers {
+			for _, e := range headers[p].tensors {
+				if other, dup := fileOf[e.name]; dup {
+					return nil, errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
+				}
+				fileOf[e.name] = p
 			}
-			fileOf[e.name] = p
 		}
-	}
-	for _, p := range m.IndexPaths {
-		if err := checkIndex(indexes[p], headers, fileOf); err != nil {
-			return nil, err
+		for _, p := range m.IndexPaths {
+			if err := checkIndex(indexes[p], headers, fileOf); err != nil {
+				return nil, err
+			}
 		}
 	}
 

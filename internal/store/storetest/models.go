@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/names"
@@ -128,4 +130,17 @@ func Fsck(t T, st *store.Store, opts store.FsckOptions) *store.FsckReport {
 		t.Fatalf("fsck: missing %+v\ncorrupt %+v", r.Missing, r.Corrupt)
 	}
 	return r
+}
+
+// BlobRecords returns every blob record of st.
+func BlobRecords(t T, st *store.Store) map[objects.Digest]store.BlobRecord {
+	t.Helper()
+	out := map[objects.Digest]store.BlobRecord{}
+	err := st.View(func(tx *bolt.Tx) error {
+		return store.ForEachBlob(tx, func(r store.BlobRecord) error { out[r.Digest] = r; return nil })
+	})
+	if err != nil {
+		t.Fatalf("blob records: %v", err)
+	}
+	return out
 }
