@@ -71,9 +71,12 @@ warm() { find -L "$@" -type f -exec cat {} + >/dev/null; }
 # first, so that every step starts with the same free memory: in a VM
 # whose page cache has filled its memory, writing a fresh page costs a
 # reclaim, and the system time of the same step varied fivefold with it.
+# The programs are read again too (cp and every build): a build of 25 MB
+# read from the disk cost each of its steps 30-100 ms that cp, of 150 KB,
+# did not pay.
 fresh() {
   if [ "${DROP_CACHES:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
-  warm "$@"
+  warm "$@" "${bins[@]}" "$(command -v cp)"
 }
 
 read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small": no family base

@@ -33,7 +33,7 @@ done
 sleep 1
 fresh() {
   if [ "${DROP_CACHES:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
-  find -L "$@" -type f -exec cat {} + >/dev/null
+  find -L "$@" "${bins[@]}" "$(command -v cp)" -type f -exec cat {} + >/dev/null # the programs too (perf.sh)
 }
 # step LABEL INPUT CMD: one timed run of CMD, then sync, appended to raw.
 step() {

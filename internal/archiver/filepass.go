@@ -40,10 +40,15 @@ type batchItem struct {
 	data []byte
 }
 
+// directWriters is how many of a file's chunks are written at once: a
+// direct write waits for the device, and one at a time left a single
+// large file's add a third slower than through the page cache.
+const directWriters = 2
+
 // filePass reads file f once, in order: every byte goes through the file's
 // hasher and, for the extents that are stored, through its chunk's (and a
-// span's, for a span of several chunks), and the chunks, hashed and
-// stored, become the span's chunks. Hashing the chunks and writing them
+// span's, for a span of several chunks: chunkHasher), and the chunks,
+// hashed and stored, become the span's chunks. Hashing the chunks and writing them
 // each run on a goroutine of their own, so that one large file keeps two
 // cores busy while a direct write waits for the device. Padding must be zeros;
 // a tensor placed again is hashed into again, for sameChunks. stored and
@@ -61,34 +66,32 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 	done := make(chan struct{})
 	go func() {
 		defer close(hashed)
+		var h chunkHasher
 		for b := range batches {
-			for _, it := range b.items {
-				d := objects.Sum(it.data)
-				it.s.chunks[it.c] = d
-				if len(it.s.chunks) == 1 {
-					it.s.digest = d
-				}
-			}
+			h.hash(b)
 			hashed <- b
 		}
 	}()
-	go func() {
-		defer close(done)
-		for b := range hashed {
-			for _, it := range b.items {
-				if storeErr.Load() != nil {
-					break
+	var writers sync.WaitGroup
+	for range directWriters {
+		writers.Go(func() {
+			for b := range hashed {
+				for _, it := range b.items {
+					if storeErr.Load() != nil {
+						break
+					}
+					if _, err := w.Put(it.s.chunks[it.c], it.data); err != nil {
+						failed := err // only a failure is kept: err itself stays off the heap
+						storeErr.Store(&failed)
+					}
+					prog.add(int64(len(it.data)))
 				}
-				if _, err := w.Put(it.s.chunks[it.c], it.data); err != nil {
-					failed := err // only a failure is kept: err itself stays off the heap
-					storeErr.Store(&failed)
-				}
-				prog.add(int64(len(it.data)))
+				*b.bp = (*b.bp)[:cap(*b.bp)]
+				b.pool.Put(b.bp)
 			}
-			*b.bp = (*b.bp)[:cap(*b.bp)]
-			b.pool.Put(b.bp)
-		}
-	}()
+		})
+	}
+	go func() { writers.Wait(); close(done) }()
 	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
 	close(batches)
 	<-done
@@ -99,6 +102,32 @@ func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f file
 		return *p
 	}
 	return nil
+}
+
+// chunkHasher gives each chunk of the batches it is handed, in order, its
+// digest, and each span its own: its one chunk's, or the digest of all its
+// chunks, hashed as they come. The whole digest is taken here rather than
+// by the reading side, which hashes the file: a large file's three hashes
+// of every byte (file, chunk, tensor) are then split two ways.
+type chunkHasher struct{ whole *objects.Hasher }
+
+func (h *chunkHasher) hash(b batch) {
+	for _, it := range b.items {
+		d := objects.Sum(it.data)
+		it.s.chunks[it.c] = d
+		n := len(it.s.chunks)
+		if n == 1 {
+			it.s.digest = d
+			continue
+		}
+		if it.c == 0 { // passLarge hands a span's chunks over in order, from the first
+			h.whole = objects.NewHasher()
+		}
+		h.whole.Write(it.data)
+		if it.c == n-1 {
+			it.s.digest = h.whole.Digest()
+		}
+	}
 }
 
 // passExtents is filePass's reading side; send hands a batch of chunks of
@@ -182,10 +211,6 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 	read func([]byte, int64) error, storeErr *atomic.Pointer[error], send func(batch)) error {
 	e := f.Extents[ei]
 	s := stored[ei]
-	var whole *objects.Hasher
-	if s != nil && len(s.chunks) > 1 {
-		whole = objects.NewHasher()
-	}
 	if s == nil && e.Kind == formats.TensorData {
 		again[ei] = make([]objects.Digest, objects.ChunkCount(e.Size))
 	}
@@ -206,9 +231,6 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 		file.Write(buf)
 		switch {
 		case s != nil:
-			if whole != nil {
-				whole.Write(buf)
-			}
 			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, data: buf}}})
 			continue
 		case e.Kind == formats.Zeros:
@@ -221,9 +243,6 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 		}
 		prog.add(n)
 		bufPool.Put(bp)
-	}
-	if whole != nil {
-		s.digest = whole.Digest()
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ import (
 // passExtents reads a file of small and large extents (blocks of small
 // ones, chunks of large ones) and gives every stored span its chunks'
 // bytes, the file its digest, a tensor placed again its chunk digests;
-// padding must be zeros.
+// padding must be zeros. chunkHasher, handed its batches, gives a span of
+// several chunks its whole digest.
 func TestPassExtents(t *testing.T) {
 	sizes := []struct {
 		kind formats.ExtentKind
@@ -53,7 +54,9 @@ func TestPassExtents(t *testing.T) {
 		fs := &span{}
 		again := make([][]objects.Digest, len(f.Extents))
 		var storeErr atomic.Pointer[error]
+		var h chunkHasher
 		err := passExtents(context.Background(), bytes.NewReader(data), f, fs, stored, again, &counter{}, &storeErr, func(b batch) {
+			h.hash(b)
 			for _, it := range b.items {
 				if len(got[it.s]) <= it.c {
 					got[it.s] = append(got[it.s], make([][]byte, it.c+1-len(got[it.s]))...)
