@@ -31,17 +31,7 @@ for i in "${!bins[@]}"; do
   pids+=($!); urls+=("http://127.0.0.1:$port")
 done
 sleep 1
-fresh() {
-  if [ "${DROP_CACHES:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
-  find -L "$@" "${bins[@]}" "$(command -v cp)" -type f -exec cat {} + >/dev/null # the programs too (perf.sh)
-}
-# step LABEL INPUT CMD: one timed run of CMD, then sync, appended to raw.
-step() {
-  fresh "$2"; sync
-  /usr/bin/time -f "%e %U %S %M" -o "$W/t" bash -c "$3"' >/dev/null; rc=$?; sync; exit $rc' ||
-    { echo "$1 failed" >&2; exit 1; }
-  echo "$1 $(cat "$W/t")" >>"$W/raw"
-}
+. "$(dirname "$0")/steps.sh" # fresh, step
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= runs; r++)); do
   rm -rf "$W/cp"; step cp "$model" "cp -rL '$model' '$W/cp'"
