@@ -14,7 +14,8 @@
 # `sync` at its end, by /usr/bin/time -v (wall, user+sys, peak RSS); with
 # DROP_CACHES=1 (root) each step starts from an emptied page cache, its
 # inputs read again. Runs are
-# interleaved (cp, then each mstore, RUNS times); the table gives medians.
+# interleaved (cp, then each mstore, RUNS times, the builds taking turns
+# to go first); the table gives medians.
 # STEPS (default "base dense moe small") picks the models measured.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,13 +84,15 @@ read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small
 for ((r = 1; r <= runs; r++)); do
   for m in "${steps[@]}"; do
     rm -rf "$W/cp-$m"; fresh "$M/$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
-    for i in "${!bins[@]}"; do
+    for ((k = 0; k < ${#bins[@]}; k++)); do
+      i=$(((k + r) % ${#bins[@]})) # the builds take turns coming first (see checkoutcp.sh)
       st="$W/store-${names[$i]}-$m"; rm -rf "$st"; fresh "$M/$m"
       measure "${names[$i]}" "add.$m" "'${bins[$i]}' --store '$st' add '$M/$m' --name m --quiet"
     done
     [ "$m" = base ] && continue # the issue's table has no checkout of the base model
     rm -rf "$W/out-cp-$m"; fresh "$W/cp-$m"; measure cp "checkout.$m" "cp -r '$W/cp-$m' '$W/out-cp-$m'"
-    for i in "${!bins[@]}"; do
+    for ((k = 0; k < ${#bins[@]}; k++)); do
+      i=$(((k + r) % ${#bins[@]}))
       st="$W/store-${names[$i]}-$m"; rm -rf "$W/out-$i-$m"; fresh "$st"
       measure "${names[$i]}" "checkout.$m" "'${bins[$i]}' --store '$st' checkout m '$W/out-$i-$m' --quiet"
       cmp -s "$W/out-$i-$m/config.json" "$M/$m/config.json" || { echo "checkout of $m by ${names[$i]} differs" >&2; exit 1; }
@@ -132,7 +135,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f×", a/b; else pr
     for n in "${names[@]}"; do
       kb=$(median "$n" "$row" 5)
       tensors=$([ "${row#*.}" = moe ] && echo 19502 || echo 100000)
-      printf ' %s MiB (%s KB/tensor) |  |  |' $((kb / 1024)) "$(awk -v k="$kb" -v t="$tensors" 'BEGIN{printf "%.1f", k*1.024/t}')"
+      # kb is a median: the mean of two with an even RUNS, "-" without the step.
+      printf ' %s |  |  |' "$(awk -v k="$kb" -v t="$tensors" 'BEGIN{ if (k == "-") print "-"; else printf "%.0f MiB (%.1f KB/tensor)", k/1024, k*1.024/t }')"
     done
     printf '\n'
   done
