@@ -41,18 +41,17 @@ type batchItem struct {
 }
 
 // directWriters is how many of a file's chunks are written at once: a
-// direct write waits for the device, and one at a time left a single
-// large file's add a third slower than through the page cache.
+// direct write waits for the device, which the other keeps busy.
 const directWriters = 2
 
 // filePass reads file f once, in order: every byte goes through the file's
 // hasher and, for the extents that are stored, through its chunk's (and a
 // span's, for a span of several chunks: chunkHasher), and the chunks,
-// hashed and stored, become the span's chunks. Hashing the chunks and writing them
-// each run on a goroutine of their own, so that one large file keeps two
-// cores busy while a direct write waits for the device. Padding must be zeros;
-// a tensor placed again is hashed into again, for sameChunks. stored and
-// again are f's, by extent.
+// hashed and stored, become the span's chunks. The chunks are hashed on a
+// goroutine of their own and written by directWriters more, so that one
+// large file keeps two cores busy while a direct write waits for the
+// device. Padding must be zeros; a tensor placed again is hashed into
+// again, for sameChunks. stored and again are f's, by extent.
 func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
