@@ -8,8 +8,9 @@ import (
 // compareDigests orders digests by their bytes.
 func compareDigests(a, b Digest) int { return bytes.Compare(a[:], b[:]) }
 
-// radixMin is the length from which SortDigests counts first: below it a
-// comparison sort is as fast.
+// radixMin is the length from which SortDigests and DigestOrder count
+// first: below it a comparison sort is as fast, and needs no table of
+// 65,536 buckets (1 MB for each Commit of a few blobs).
 const radixMin = 1 << 12
 
 // SortDigests sorts ds in byte order: the 100,000 blobs of a model of as
@@ -31,6 +32,14 @@ func SortDigests(ds []Digest) {
 // spread evenly, so one counting pass on their first two bytes puts each
 // in a bucket of one or two, and only those are compared.
 func DigestOrder(n int, digest func(i int) *Digest) []int {
+	if n < radixMin { // the buckets' table would cost more than the sort
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(x, y int) int { return compareDigests(*digest(x), *digest(y)) })
+		return order
+	}
 	bucket := func(i int) int { d := digest(i); return int(d[0])<<8 | int(d[1]) }
 	start := make([]int, 1<<16+1)
 	for i := range n {

@@ -82,18 +82,6 @@ func requireClean(t *testing.T, st *store.Store) *store.FsckReport {
 	return r
 }
 
-func records(t *testing.T, st *store.Store) map[objects.Digest]store.BlobRecord {
-	t.Helper()
-	out := map[objects.Digest]store.BlobRecord{}
-	err := st.View(func(tx *bolt.Tx) error {
-		return store.ForEachBlob(tx, func(r store.BlobRecord) error { out[r.Digest] = r; return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // Repack codes every blob, finds each fine-tuned tensor's base in the
 // ref's previous version, keeps chains at depth 1, and leaves a store that
 // checks out bit for bit, passes fsck with no leftovers, survives an index
@@ -113,7 +101,7 @@ func TestRepackCodesAndFindsDeltaBases(t *testing.T) {
 	if res.Deltas == 0 || res.Grouped == 0 || res.Unreadable != 0 || plan.WithBase == 0 {
 		t.Fatalf("plan %+v result %+v: want grouped blobs and deltas", plan, res)
 	}
-	recs := records(t, st)
+	recs := storetest.BlobRecords(t, st)
 	var baseChunks = map[objects.Digest]bool{}
 	var m *objects.Manifest
 	st.View(func(tx *bolt.Tx) error { m, err = store.Manifest(tx, db); return err })
@@ -156,7 +144,7 @@ func TestRepackCodesAndFindsDeltaBases(t *testing.T) {
 	if err != nil || !rep.OK {
 		t.Fatalf("rebuild: %+v %v", rep, err)
 	}
-	rebuilt := records(t, st)
+	rebuilt := storetest.BlobRecords(t, st)
 	for d, r := range recs {
 		g := rebuilt[d]
 		g.BaseRec, r.BaseRec = nil, nil
@@ -189,7 +177,7 @@ func TestGCRecodesDeltasBeforeRemovingTheirBase(t *testing.T) {
 	if plan.Reencoded == 0 || plan.FreedBlobs == 0 {
 		t.Fatalf("gc plan: %d deltas coded again, %d blobs freed; want both", plan.Reencoded, plan.FreedBlobs)
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if r.Coding == store.CodingDelta {
 			t.Fatalf("delta %s survived the removal of its base's last version", d.Short())
 		}
@@ -206,17 +194,17 @@ func TestRepackConflictAndInterrupt(t *testing.T) {
 	st := open(t, root)
 	base := model(t, root, "base", 0)
 	d := storetest.Add(t, st, base, "m")
-	before := records(t, st)
+	before := storetest.BlobRecords(t, st)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, res, err := repack.Run(ctx, st, repack.Options{}); err == nil || (res != nil && res.Batches != 0) {
 		t.Fatalf("cancelled repack: %+v, %v", res, err)
 	}
-	if got := records(t, st); len(got) != len(before) {
+	if got := storetest.BlobRecords(t, st); len(got) != len(before) {
 		t.Fatal("a cancelled repack changed records")
 	}
-	for k, r := range records(t, st) {
+	for k, r := range storetest.BlobRecords(t, st) {
 		if r.Coded() {
 			t.Fatalf("a cancelled repack coded %s", k.Short())
 		}
@@ -285,7 +273,7 @@ func TestDeltaBaseHint(t *testing.T) {
 			chunks[c] = true
 		}
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if r.Coding == store.CodingDelta && !chunks[r.Base] {
 			t.Fatalf("delta %s is against %s, not a chunk of the hinted base", d.Short(), r.Base.Short())
 		}
@@ -316,14 +304,14 @@ func TestGCKeepsBasesLiveVersionsNeed(t *testing.T) {
 		t.Fatalf("repack: %+v %v", res, err)
 	}
 	deltas := 0
-	for _, r := range records(t, st) {
+	for _, r := range storetest.BlobRecords(t, st) {
 		if r.Coding == store.CodingDelta {
 			deltas++
 		}
 	}
-	before := records(t, st)
+	before := storetest.BlobRecords(t, st)
 	plan, res, err := gc.Run(context.Background(), st, gc.Options{Grace: -1, LockWait: time.Second, DryRun: true})
-	if err != nil || res != nil || plan.Reencoded != 0 || len(records(t, st)) != len(before) {
+	if err != nil || res != nil || plan.Reencoded != 0 || len(storetest.BlobRecords(t, st)) != len(before) {
 		t.Fatalf("dry run: %+v %+v %v", plan, res, err)
 	}
 	if err := st.Update(func(tx *bolt.Tx) error { return refs.RemoveRef(tx, "f") }); err != nil {
@@ -336,7 +324,7 @@ func TestGCKeepsBasesLiveVersionsNeed(t *testing.T) {
 	if plan.Reencoded != 0 || plan.FreedBlobs < deltas {
 		t.Fatalf("gc: %d re-coded, %d freed; want 0 and at least the %d deltas", plan.Reencoded, plan.FreedBlobs, deltas)
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if r.Coding == store.CodingDelta {
 			t.Fatalf("delta %s outlived its version", d.Short())
 		}
@@ -358,7 +346,7 @@ func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
 	if _, res, err := repack.Run(context.Background(), st, repack.Options{}); err != nil || res.Grouped == 0 || res.Deltas != 0 {
 		t.Fatalf("first repack: %+v %v, want grouped blobs only", res, err)
 	}
-	grouped := records(t, st)
+	grouped := storetest.BlobRecords(t, st)
 	dother := storetest.Add(t, st, other, "other")
 	if err := st.SetDeltaBase(df, dother); err != nil {
 		t.Fatal(err)
@@ -367,7 +355,7 @@ func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
 	if err != nil || plan.Regrouped == 0 || res.KeptGrouped != plan.Regrouped || res.Deltas != 0 {
 		t.Fatalf("against an unrelated base: plan %+v result %+v %v, want every grouped blob kept", plan, res, err)
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if g, ok := grouped[d]; ok && (g.Coding != r.Coding || g.Stored != r.Stored) {
 			t.Fatalf("%s moved from %s to %s", d.Short(), g.Coding, r.Coding)
 		}
@@ -386,7 +374,7 @@ func TestRepackTurnsGroupedIntoDelta(t *testing.T) {
 	if after.StoredBlobBytes >= before.StoredBlobBytes {
 		t.Fatalf("stored %d bytes after, %d before", after.StoredBlobBytes, before.StoredBlobBytes)
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if g, ok := grouped[d]; ok && g.Coding == store.CodingGrouped && r.Coding == store.CodingDelta && r.Stored >= g.Stored {
 			t.Fatalf("%s became a delta of %d bytes, grouped it took %d", d.Short(), r.Stored, g.Stored)
 		}
@@ -407,7 +395,7 @@ func TestRepackKeepsRawWhenItsCodingDoesNotDecode(t *testing.T) {
 	st := open(t, root)
 	base := model(t, root, "base", 0)
 	db := storetest.Add(t, st, base, "m")
-	before := records(t, st)
+	before := storetest.BlobRecords(t, st)
 
 	restore := repack.SetCodedHook(func(stored []byte) { stored[len(stored)/2] ^= 0x10 })
 	_, res, err := repack.Run(context.Background(), st, repack.Options{})
@@ -423,7 +411,7 @@ func TestRepackKeepsRawWhenItsCodingDoesNotDecode(t *testing.T) {
 			t.Fatalf("problem %q does not say the coding was refused", p)
 		}
 	}
-	for d, r := range records(t, st) {
+	for d, r := range storetest.BlobRecords(t, st) {
 		if r.Coded() || r.Encoding != before[d].Encoding {
 			t.Fatalf("blob %s is now %v (was %v)", d.Short(), r.Coding, before[d].Coding)
 		}

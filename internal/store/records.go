@@ -381,7 +381,7 @@ func sortedRecords(recs []BlobRecord) []BlobRecord {
 		return recs
 	}
 	recs = slices.Clone(recs)
-	slices.SortFunc(recs, compareRecords)
+	sortByDigest(recs)
 	return recs
 }
 
