@@ -27,7 +27,7 @@ shift
 bins=("$@")
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-. "$(dirname "$0")/steps.sh" # fresh, step
+. "$(dirname "$0")/steps.sh" # fresh, step, med
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # settle: the last output goes, and its blocks' discards (a file system
 # mounted with -o discard issues them after the commit) are given time
@@ -44,7 +44,6 @@ for ((r = 1; r <= runs; r++)); do
     done
   done
 done
-med() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 printf '| model | tool | wall s | CPU s | wall × cp |\n| --- | --- | ---: | ---: | ---: |\n'
 for n in "${names[@]}"; do
   cpw=$(awk -v n="$n" '$1==n && $2=="cp" {print $3}' "$W/raw" | med)

@@ -31,7 +31,7 @@ for i in "${!bins[@]}"; do
   pids+=($!); urls+=("http://127.0.0.1:$port")
 done
 sleep 1
-. "$(dirname "$0")/steps.sh" # fresh, step
+. "$(dirname "$0")/steps.sh" # fresh, step, med
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= runs; r++)); do
   rm -rf "$W/cp"; step cp "$model" "cp -rL '$model' '$W/cp'"
@@ -39,14 +39,14 @@ for ((r = 1; r <= runs; r++)); do
     rm -rf "$W/st"; step "$i" "$src" "'${bins[$i]}' --store '$W/st' pull '${urls[$i]}' '$name' --quiet"
   done
 done
-median() { awk -v l="$1" -v f="$2" '$1==l {print $f}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
-cpw=$(median cp 2)
+# col TOOL FIELD: the figures of TOOL's steps (2 wall, 3+4 CPU, 5 peak KiB).
+col() { awk -v l="$1" -v f="$2" '$1==l {print (f == "cpu") ? $3+$4 : $f}' "$W/raw"; }
+cpw=$(col cp 2 | med)
 printf '| tool | wall s | CPU s | peak MiB | wall × cp |\n| --- | ---: | ---: | ---: | ---: |\n'
-printf '| cp -rL | %s | %s | |  |\n' "$cpw" "$(awk '$1=="cp"{print $3+$4}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
+printf '| cp -rL | %s | %s | |  |\n' "$cpw" "$(col cp cpu | med)"
 for i in "${!bins[@]}"; do
-  w=$(median "$i" 2)
-  c=$(awk -v l="$i" '$1==l{print $3+$4}' "$W/raw" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
-  printf '| %s | %s | %s | %s | %s× |\n' "${bins[$i]}" "$w" "$c" $(($(median "$i" 5) / 1024)) "$(awk -v a="$w" -v b="$cpw" 'BEGIN{printf "%.2f", a/b}')"
+  w=$(col "$i" 2 | med)
+  printf '| %s | %s | %s | %s | %s× |\n' "${bins[$i]}" "$w" "$(col "$i" cpu | med)" $(($(col "$i" 5 | med) / 1024)) "$(awk -v a="$w" -v b="$cpw" 'BEGIN{printf "%.2f", a/b}')"
 done
 printf '\n%d rounds, medians; each step followed by sync; load average before: %s, after: %s\n' "$runs" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '\nEach step (tool: 0, 1, ... in the order given; wall, user, sys seconds, peak KiB):\n'

@@ -1,5 +1,5 @@
 # Sourced by pullcp.sh and checkoutcp.sh: one timed step of an interleaved
-# comparison. The caller sets W (a work directory) and bins (the builds).
+# comparison, and the median of its figures. The caller sets W (a work directory) and bins (the builds).
 
 # fresh INPUT...: with DROP_CACHES=1 (root) the page cache is emptied
 # first (see perf.sh); then INPUT and the programs (cp and every build)
@@ -17,3 +17,7 @@ step() {
     { echo "$1 failed" >&2; exit 1; }
   echo "$1 $(cat "$W/t")" >>"$W/raw"
 }
+
+# med: the median of the numbers on stdin, one a line (the lower middle of
+# an even count).
+med() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
