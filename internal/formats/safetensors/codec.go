@@ -44,28 +44,12 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		headers[p], sizes[p] = h, size
 	}
 
-	// Names must be unique across the model before an index is checked, so
-	// that a tensor's file is well defined. (A header has checked its own:
-	// one file without an index needs no map of 100,000 names.)
 	total := 0
 	for _, p := range containers {
 		total += len(headers[p].tensors)
 	}
-	if len(containers) > 1 || len(m.IndexPaths) > 0 {
-		fileOf := make(map[string]string, total)
-		for _, p := range containers {
-			for _, e := range headers[p].tensors {
-				if other, dup := fileOf[e.name]; dup {
-					return nil, errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
-				}
-				fileOf[e.name] = p
-			}
-		}
-		for _, p := range m.IndexPaths {
-			if err := checkIndex(indexes[p], headers, fileOf); err != nil {
-				return nil, err
-			}
-		}
+	if err := checkNames(m, headers, total); err != nil {
+		return nil, err
 	}
 
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, 0, total)}
@@ -90,6 +74,31 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 		l.Files = append(l.Files, f)
 	}
 	return l, nil
+}
+
+// checkNames requires tensor names unique across the model's files before
+// an index is checked, so that a tensor's file is well defined, and checks
+// each index against the headers. One file without an index needs no map
+// of its (up to 100,000) names: its header has checked them.
+func checkNames(m *hfindex.Model, headers map[string]*header, total int) error {
+	if len(m.Containers) == 1 && len(m.IndexPaths) == 0 {
+		return nil
+	}
+	fileOf := make(map[string]string, total)
+	for _, p := range m.Containers {
+		for _, e := range headers[p].tensors {
+			if other, dup := fileOf[e.name]; dup {
+				return errs.At(errs.SchemaError, pkg, p, e.at, "tensor %q is also in %s", e.name, other)
+			}
+			fileOf[e.name] = p
+		}
+	}
+	for _, p := range m.IndexPaths {
+		if err := checkIndex(m.Indexes[p], headers, fileOf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkIndex checks an index against the headers of its shards: the
