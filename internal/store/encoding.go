@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -195,10 +194,7 @@ func CheckDecodes(rec BlobRecord, stored, raw, base, buf []byte) ([]byte, error)
 	if rec.Coding == CodingGrouped && int64(len(raw)) == rec.Size {
 		// Its planes are compared with raw as they are joined.
 		buf, err := bytegroup.Matches(buf[:0], stored, raw)
-		switch {
-		case errors.Is(err, bytegroup.ErrMismatch):
-			return buf, errs.New(errs.IntegrityError, "store", refused, rec.Digest.Short(), rec.Coding)
-		case err != nil:
+		if err != nil { // ErrMismatch, or a coding that does not decode
 			return buf, errs.Wrap(errs.IntegrityError, "store", err, refused, rec.Digest.Short(), rec.Coding)
 		}
 		return buf, nil
