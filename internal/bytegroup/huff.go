@@ -177,22 +177,22 @@ func (e *huffEncoder) stream(out, src []byte) []byte {
 	for ; i >= 4; i -= 4 {
 		s := src[i-4 : i : i]
 		c0, c1, c2, c3 := code[s[3]], code[s[2]], code[s[1]], code[s[0]]
-		acc |= uint64(c0&0xffff) << nb
+		acc |= uint64(c0&0xffff) << (nb & 63)
 		nb += uint(c0 >> 16)
-		acc |= uint64(c1&0xffff) << nb
+		acc |= uint64(c1&0xffff) << (nb & 63)
 		nb += uint(c1 >> 16)
-		acc |= uint64(c2&0xffff) << nb
+		acc |= uint64(c2&0xffff) << (nb & 63)
 		nb += uint(c2 >> 16)
-		acc |= uint64(c3&0xffff) << nb
+		acc |= uint64(c3&0xffff) << (nb & 63)
 		nb += uint(c3 >> 16)
 		binary.LittleEndian.PutUint64(out[at:], acc)
 		at += int(nb >> 3)
-		acc >>= nb &^ 7
+		acc >>= nb & 56
 		nb &= 7
 	}
 	for i--; i >= 0; i-- {
 		c := code[src[i]]
-		acc |= uint64(c&0xffff) << nb
+		acc |= uint64(c&0xffff) << (nb & 63)
 		nb += uint(c >> 16)
 	}
 	acc |= 1 << nb // the end mark

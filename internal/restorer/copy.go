@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -165,7 +165,11 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 	if err := out.Truncate(f.size); err != nil {
 		return fmt.Errorf("checkout: %s: %w", f.path, err)
 	}
-	var writing sync.Mutex
+	df := &directFile{out: out}
+	if slices.ContainsFunc(jobs, func(j copyJob) bool { return j.rec.Coded() }) {
+		df = openDirect(out)
+		defer df.Close()
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(workers, 1))
 	for _, j := range jobs {
@@ -176,7 +180,7 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			if err := runCopyJob(blobs, out, &writing, f.path, j); err != nil {
+			if err := runCopyJob(blobs, df, f.path, j); err != nil {
 				return err
 			}
 			startWriteback(out, j.off, j.size)
@@ -192,7 +196,8 @@ func copyStored(ctx context.Context, blobs *blobSource, f planFile, root string,
 	return ctx.Err() // an interrupt before the last job started
 }
 
-func runCopyJob(blobs *blobSource, out *os.File, writing *sync.Mutex, path string, j copyJob) error {
+func runCopyJob(blobs *blobSource, df *directFile, path string, j copyJob) error {
+	out := df.out
 	if j.parts != nil {
 		return runBuffered(blobs, out, path, j)
 	}
@@ -213,7 +218,7 @@ func runCopyJob(blobs *blobSource, out *os.File, writing *sync.Mutex, path strin
 		return nil
 	}
 	if j.rec.Coded() {
-		return runDecoded(blobs, out, writing, path, j)
+		return runDecoded(blobs, df, path, j)
 	}
 	src, err := blobs.Locate(j.rec)
 	if err != nil {
@@ -231,27 +236,22 @@ func runCopyJob(blobs *blobSource, out *os.File, writing *sync.Mutex, path strin
 
 // runDecoded writes a coded blob's job: the blob reader decodes it
 // straight into a chunk buffer (a delta with its base) and verifies its raw
-// digest there; the verified bytes are written at the blob's offset with
-// one call. Jobs run up to copyStored's workers at once, in any order: the
-// decoding runs on every core, in memory bounded by a few chunks a worker
-// (the buffer, the stored bytes, a delta's base).
-func runDecoded(blobs *blobSource, out *os.File, writing *sync.Mutex, path string, j copyJob) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	data, err := blobs.Read(j.rec, (*bp)[:0])
+// digest there; the verified bytes are written at the blob's offset, past
+// the page cache where they can be (directFile). Jobs run up to
+// copyStored's workers at once, in any order: the decoding runs on every
+// core, in memory bounded by a few chunks a worker (the buffer, the stored
+// bytes, a delta's base).
+func runDecoded(blobs *blobSource, df *directFile, path string, j copyJob) error {
+	bp := directBufs.Get().(*[]byte)
+	defer directBufs.Put(bp)
+	data, err := blobs.Read(j.rec, directBuffer(*bp, j.off))
 	if err != nil {
 		return err
 	}
 	if int64(len(data)) != j.size { // Read checked the digest, which names size bytes
 		return errs.New(errs.IntegrityError, "checkout", "blob %s decodes to %d bytes, the manifest needs %d", j.rec.Digest.Short(), len(data), j.size)
 	}
-	// One write a file at a time (decoding still runs on every core):
-	// buffered writes to one file take its inode lock in the kernel in
-	// turn anyway; waiting here parks the goroutine rather than the
-	// thread in the kernel.
-	writing.Lock()
-	defer writing.Unlock()
-	if _, err := out.WriteAt(data, j.off); err != nil {
+	if err := df.writeAt(data, j.off); err != nil {
 		return fmt.Errorf("checkout: write %s: %w", path, err)
 	}
 	return nil
