@@ -111,6 +111,7 @@ func (p *Plan) Execute(ctx context.Context, st *store.Store, opts Options) (*Res
 	}()
 	reader := st.NewBlobReader()
 	defer reader.Close()
+	reader.ReadUncached() // each raw blob is read once, then superseded
 	// A batch is coded while the one before it is made durable and
 	// committed: syncs and the index commit overlap the coding.
 	var mu sync.Mutex // res

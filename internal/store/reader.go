@@ -16,11 +16,15 @@ type BlobReader struct {
 	s     *Store
 	mu    sync.Mutex
 	packs map[PackID]*os.File
+	// uncached: see ReadUncached (uncachedread.go); direct holds the
+	// packs opened with O_DIRECT.
+	uncached bool
+	direct   map[PackID]*os.File
 }
 
 // NewBlobReader returns a reader; Close it when done.
 func (s *Store) NewBlobReader() *BlobReader {
-	return &BlobReader{s: s, packs: map[PackID]*os.File{}}
+	return &BlobReader{s: s, packs: map[PackID]*os.File{}, direct: map[PackID]*os.File{}}
 }
 
 // Read reads the blob rec names into buf (grown as needed), decoding it
@@ -107,6 +111,12 @@ func (r *BlobReader) readStored(rec BlobRecord, buf []byte, verify bool) ([]byte
 	}
 	switch rec.Encoding {
 	case EncodingRaw:
+		if done, err := r.readLooseDirect(r.s.BlobPath(rec.Digest), buf); done {
+			if err != nil {
+				return nil, missing(err)
+			}
+			break
+		}
 		f, err := os.Open(r.s.BlobPath(rec.Digest))
 		if err != nil {
 			return nil, missing(err)
@@ -116,9 +126,15 @@ func (r *BlobReader) readStored(rec BlobRecord, buf []byte, verify bool) ([]byte
 			return nil, missing(err)
 		}
 		if n, _ := f.Read(make([]byte, 1)); n != 0 {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is longer than %d bytes", rec.Digest.Short(), size)
+			return nil, missing(errLonger)
 		}
 	case EncodingPacked:
+		if done, err := r.readPackedDirect(rec.Pack, rec.Offset, buf); done {
+			if err != nil {
+				return nil, missing(err)
+			}
+			break
+		}
 		f, err := r.pack(rec.Pack)
 		if err != nil {
 			return nil, missing(err)
@@ -159,6 +175,12 @@ func (r *BlobReader) Close() error {
 	for id, f := range r.packs {
 		f.Close()
 		delete(r.packs, id)
+	}
+	for id, f := range r.direct {
+		if f != nil {
+			f.Close()
+		}
+		delete(r.direct, id)
 	}
 	return nil
 }
