@@ -32,6 +32,7 @@ type huffEncoder struct {
 	code    [256]uint32 // value | bit count<<16
 	weights [256]byte
 	fse     fse.Scratch
+	buf     []byte // a pair's second stream, before it is appended
 }
 
 // huff4X is huff0.Compress4X(blk), coded by huffEncoder past huffMin.
@@ -73,12 +74,8 @@ func (e *huffEncoder) compress4X(out, blk []byte, s *huff0.Scratch) ([]byte, err
 	// The jump table: the lengths of the first three streams.
 	jump := len(out)
 	out = append(out, 0, 0, 0, 0, 0, 0)
-	seg := (len(blk) + 3) / 4
-	for i := range 4 {
-		part := blk[min(i*seg, len(blk)):min((i+1)*seg, len(blk))]
-		at := len(out)
-		out = e.stream(out, part)
-		n := len(out) - at
+	out, lens := e.streams(out, blk)
+	for i, n := range lens {
 		if n > math.MaxUint16 {
 			return out[:start], errNoHuff
 		}
@@ -163,14 +160,47 @@ func (e *huffEncoder) codes(table []byte) error {
 	return nil
 }
 
-// stream appends the 1X stream of src: its codes from the last symbol to
-// the first (huff0's decoder reads the stream backwards), bit after bit
-// from each byte's lowest, then a 1 bit and zeros to the byte.
-func (e *huffEncoder) stream(out, src []byte) []byte {
-	at, need := len(out), len(src)*11/8+16 // 11 bits a symbol at most, and a word's slack
-	out = slices.Grow(out, need)[:at+need]
-	var acc uint64
-	nb := uint(0)
+// streams appends the 1X streams of blk's four segments (a quarter each,
+// rounded up, the last shorter), one after the other, and returns their
+// lengths, coded two at a time (pair).
+func (e *huffEncoder) streams(out, blk []byte) ([]byte, [4]int) {
+	seg := (len(blk) + 3) / 4
+	var parts [4][]byte
+	for i := range parts {
+		parts[i] = blk[min(i*seg, len(blk)):min((i+1)*seg, len(blk))]
+	}
+	var lens [4]int
+	for i := 0; i < 4; i += 2 {
+		out, lens[i], lens[i+1] = e.pair(out, parts[i], parts[i+1])
+	}
+	return out, lens
+}
+
+// pairOneByOne is pair with each stream coded on its own.
+func (e *huffEncoder) pairOneByOne(out, a, b []byte) ([]byte, int, int) {
+	out, la := e.one(out, a)
+	out, lb := e.one(out, b)
+	return out, la, lb
+}
+
+// one appends the stream of src and returns its length.
+func (e *huffEncoder) one(out, src []byte) ([]byte, int) {
+	at := len(out)
+	out = slices.Grow(out, room(len(src)))[:at+room(len(src))]
+	n := e.finish(out[at:], 0, 0, 0, src)
+	return out[:at+n], n
+}
+
+// room is the most a stream of n symbols takes: 11 bits a symbol, and a
+// word's slack for the last whole-word store.
+func room(n int) int { return n*11/8 + 16 }
+
+// finish codes src into b past its at bytes, after the nb bits of acc
+// that come before (a stream coded this far by codePair, or nothing): its
+// symbols from the last to the first (huff0's decoder reads a stream
+// backwards), bit after bit from each byte's lowest, then a 1 bit and
+// zeros to the byte. It returns the stream's length.
+func (e *huffEncoder) finish(b []byte, at int, acc uint64, nb uint, src []byte) int {
 	code := &e.code
 	i := len(src)
 	// Four symbols (44 bits at most) a step, then the whole bytes out.
@@ -185,7 +215,7 @@ func (e *huffEncoder) stream(out, src []byte) []byte {
 		nb += uint(c2 >> 16)
 		acc |= uint64(c3&0xffff) << (nb & 63)
 		nb += uint(c3 >> 16)
-		binary.LittleEndian.PutUint64(out[at:], acc)
+		binary.LittleEndian.PutUint64(b[at:], acc)
 		at += int(nb >> 3)
 		acc >>= nb & 56
 		nb &= 7
@@ -195,8 +225,8 @@ func (e *huffEncoder) stream(out, src []byte) []byte {
 		acc |= uint64(c&0xffff) << (nb & 63)
 		nb += uint(c >> 16)
 	}
-	acc |= 1 << nb // the end mark
+	acc |= 1 << (nb & 63) // the end mark
 	nb++
-	binary.LittleEndian.PutUint64(out[at:], acc)
-	return out[:at+int(nb+7)/8]
+	binary.LittleEndian.PutUint64(b[at:], acc)
+	return at + int(nb+7)/8
 }
