@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 )
 
 // A coded blob is decoded into memory and written at its offset
@@ -22,9 +22,7 @@ import (
 // through it. Durability is unchanged: publish's syncfs flushes the
 // device. The bytes written are the ones verified in memory.
 
-// directAlign is the alignment O_DIRECT asks of a write's buffer, offset
-// and length: a page covers the logical block size of any usual device.
-const directAlign = 4096
+const directAlign = store.DirectAlign
 
 // directFile is an output file with, where its file system allows it, a
 // second descriptor of it open with O_DIRECT.
@@ -62,7 +60,7 @@ func (d *directFile) Close() error {
 func (d *directFile) writeAt(data []byte, off int64) error {
 	lo := (off + directAlign - 1) &^ (directAlign - 1)
 	hi := (off + int64(len(data))) &^ (directAlign - 1)
-	if d.direct == nil || hi-lo < directMin || !aligned(data[lo-off:]) {
+	if d.direct == nil || hi-lo < directMin || !store.Aligned(data[lo-off:]) {
 		return d.buffered(data, off)
 	}
 	if err := d.buffered(data[:lo-off], off); err != nil {
@@ -94,18 +92,9 @@ func (d *directFile) buffered(data []byte, off int64) error {
 	return err
 }
 
-func aligned(b []byte) bool {
-	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%directAlign == 0
-}
-
 // directBufs are decode buffers of a chunk and two blocks, starting on a
 // block.
-var directBufs = sync.Pool{New: func() any {
-	b := make([]byte, objects.ChunkSize+3*directAlign)
-	skip := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
-	b = b[skip : skip+objects.ChunkSize+2*directAlign]
-	return &b
-}}
+var directBufs = sync.Pool{New: func() any { b := store.AlignedBuffer(objects.ChunkSize + 2*directAlign); return &b }}
 
 // directBuffer returns an empty slice of buf whose byte i lies on an
 // aligned address where off+i is a multiple of directAlign: a blob decoded

@@ -34,7 +34,7 @@ var errLonger = errors.New("the file is longer than its record")
 // through the page cache.
 func (r *BlobReader) readLooseDirect(p string, buf []byte) (done bool, err error) {
 	whole := roundUp(len(buf))
-	if !r.uncached || len(buf) == 0 || cap(buf) < whole || !alignedAt(buf) {
+	if !r.uncached || len(buf) == 0 || cap(buf) < whole || !Aligned(buf) {
 		return false, nil
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECT, 0)
@@ -115,18 +115,25 @@ func (r *BlobReader) directPack(id PackID) (*os.File, error) {
 	return f, nil
 }
 
-func roundUp(n int) int { return (n + directAlign - 1) &^ (directAlign - 1) }
+// DirectAlign is the alignment O_DIRECT asks of a buffer, offset and
+// length (directAlign).
+const DirectAlign = directAlign
 
-func alignedAt(b []byte) bool {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign == 0
+// AlignedBuffer returns n bytes that start on a DirectAlign boundary.
+func AlignedBuffer(n int) []byte {
+	b := make([]byte, n+DirectAlign)
+	skip := (DirectAlign - int(uintptr(unsafe.Pointer(&b[0]))%DirectAlign)) % DirectAlign
+	return b[skip : skip+n : skip+n]
 }
+
+// Aligned reports whether b's first byte lies on a DirectAlign boundary.
+func Aligned(b []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%DirectAlign == 0
+}
+
+func roundUp(n int) int { return (n + directAlign - 1) &^ (directAlign - 1) }
 
 // scratchSize holds a chunk at any offset in its first block.
 const scratchSize = objects.ChunkSize + 2*directAlign
 
-var scratchBufs = sync.Pool{New: func() any {
-	b := make([]byte, scratchSize+directAlign)
-	skip := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
-	b = b[skip : skip+scratchSize]
-	return &b
-}}
+var scratchBufs = sync.Pool{New: func() any { b := AlignedBuffer(scratchSize); return &b }}
