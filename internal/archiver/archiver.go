@@ -144,6 +144,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	large := len(layout.Tensors) >= largeModel
+	collect(large) // what the hashing left, before the manifest is built
 	if err := checkUnchanged(dir, files, before); err != nil {
 		return nil, err
 	}
