@@ -3,9 +3,10 @@
 // stores every chunk in parallel, and commits the manifest and the ref in
 // one short index transaction at the end.
 //
-// What is stored is what the codec approved (verify.go): the model is
-// parsed again from the stored bytes before anything is committed, and a
-// file whose size, times, inode or device change during the add fails it.
+// What is stored is what the codec approved (verify.go): what the codec
+// read is read again from the stored bytes and must be what it parsed
+// before anything is committed, and a file whose size, times, inode or
+// device change during the add fails it.
 // Files are opened when a worker needs them and closed after (pool.go).
 package archiver
 
@@ -103,7 +104,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	src := checkedDir{Dir: dir, before: before}
-	layout, parsed, err := parse(codec, src, claimed)
+	layout, parsed, log, err := parse(codec, src, claimed)
 	if err != nil {
 		return nil, err
 	}
@@ -139,13 +140,11 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	// The first layout is dropped inside: its twin from the stored bytes
-	// replaces it.
-	if layout, files, err = verifyStored(codec, claimed, layout, files, h, pool); err != nil {
+	if err := verifyStored(codec, claimed, layout, files, h, pool, log); err != nil {
 		return nil, err
 	}
 	large := len(layout.Tensors) >= largeModel
-	collect(large) // the second parse's header and scratch
+	collect(large) // what the hashing left, before the manifest is built
 	if err := checkUnchanged(dir, files, before); err != nil {
 		return nil, err
 	}
@@ -264,17 +263,20 @@ func openModel(path string, files map[string]string) (*modeldir.Dir, error) {
 	return modeldir.Open(path)
 }
 
-// parse lets the codec lay out the claimed files. A codec that decodes
-// what it parses (MPK) reads through a recordingDir, whose digests the
-// spooled streams are checked against (spool).
-func parse(codec formats.Codec, dir formats.Dir, claimed []string) (*formats.Layout, *recordingDir, error) {
+// parse lets the codec lay out the claimed files, through a readLog of
+// what it read (verifyStored checks it against what is stored). A codec
+// that decodes what it parses (MPK) reads through a recordingDir too,
+// whose digests the spooled streams are checked against (spool).
+func parse(codec formats.Codec, dir formats.Dir, claimed []string) (*formats.Layout, *recordingDir, *readLog, error) {
+	log := newReadLog(dir)
+	dir = log
 	var rec *recordingDir
 	if _, ok := codec.(formats.Decoder); ok {
 		rec = newRecordingDir(dir)
 		dir = rec
 	}
 	l, err := codec.Parse(dir, claimed)
-	return l, rec, err
+	return l, rec, log, err
 }
 
 // checkTagFree refuses, before anything is written, a --tag that already

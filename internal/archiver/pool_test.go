@@ -37,7 +37,7 @@ func TestReaderPoolClosesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := checkedDir{Dir: dir, before: before}
-	layout, _, err := parse(codec, src, claimed)
+	layout, _, _, err := parse(codec, src, claimed)
 	if err != nil {
 		t.Fatal(err)
 	}

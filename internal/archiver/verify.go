@@ -3,6 +3,7 @@ package archiver
 import (
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"sync"
 
@@ -12,67 +13,57 @@ import (
 )
 
 // What add stores is what its parser approved, by construction: after
-// every chunk is hashed and stored, the codec parses the model again from
-// a Dir that serves exactly the stored bytes (each chunk read is hashed and
-// must be the chunk digest recorded, so it is the blob in the store), and
-// the layout it finds must be the first one. A file rewritten between the
-// first parse and the hashing (even at the same size, with its mtime set
-// back) is refused, however the rewrite was made; so is one rewritten after.
+// every chunk is hashed and stored, the bytes the codec read while it
+// parsed are read again from a Dir that serves exactly the stored bytes
+// (each chunk read is hashed and must be the chunk digest recorded, so it
+// is the blob in the store), and they must be the bytes it parsed
+// (readLog). The parse being a function of what it read, the stored bytes
+// parse to the layout the add records. A file rewritten between the first
+// parse and the hashing (even at the same size, with its mtime set back)
+// is refused, however the rewrite was made; so is one rewritten after.
 //
 // Compressed files (MPK) are read twice too, by the parser and by the
 // decoder that spools their stream; both reads are hashed (recordingDir)
 // and must be equal, so the stream stored is the stream parsed.
 
-// verifyStored parses the model again from what was stored and requires
-// the layout of the first parse. It returns the layout and files the rest
-// of the add uses: the first parse is printed and dropped before the
-// second is made (layoutPrint), its files' extents too (files is changed
-// in place), and the second, equal to it, takes its place. A model whose
-// container files are all decoded streams is not parsed again: first and
-// files come back as they are.
-func verifyStored(codec formats.Codec, claimed []string, first *formats.Layout, files []fileWork, h *hashes, pool *readerPool) (*formats.Layout, []fileWork, error) {
+// verifyStored checks that what was stored is what the codec parsed into
+// layout: the answers the parse got (log) are asked again of the stored
+// bytes. When one differs, the stored bytes are parsed again, to refuse
+// them with the codec's reason, or to accept them when they still parse to
+// layout (an answer the codec does not depend on). A model whose container
+// files are all decoded streams is not checked here (spool checks them).
+func verifyStored(codec formats.Codec, claimed []string, layout *formats.Layout, files []fileWork, h *hashes, pool *readerPool, log *readLog) error {
 	decoded := 0
-	for _, f := range first.Files {
+	for _, f := range layout.Files {
 		if f.Meta[formats.MetaCompression] != "" {
 			decoded++
 		}
 	}
 	switch {
-	case decoded == len(first.Files):
-		return first, files, nil // the stream was checked when it was spooled (spool)
+	case decoded == len(layout.Files):
+		return nil // the stream was checked when it was spooled (spool)
 	case decoded > 0:
-		return nil, nil, fmt.Errorf("add: codec %s lays out compressed and plain container files together; add cannot check them", codec.Name())
+		return fmt.Errorf("add: codec %s lays out compressed and plain container files together; add cannot check them", codec.Name())
 	}
 	sd := newStagedDir(files, h, pool)
-	want := printLayout(first)
-	large := len(first.Tensors) >= largeModel
-	first = nil
-	for i := range files {
-		if !files[i].other {
-			files[i].File = formats.File{Path: files[i].Path}
-		}
+	same := log.replay(sd)
+	if verr := sd.failure(); verr != nil {
+		return verr
 	}
-	collect(large)
+	if same {
+		return nil
+	}
 	again, err := codec.Parse(sd, claimed)
 	if verr := sd.failure(); verr != nil {
-		return nil, nil, verr
+		return verr
 	}
 	if err != nil {
-		return nil, nil, errs.Wrap(errs.IntegrityError, "add", err, "the model's bytes as stored no longer parse as they did: a file changed while it was being added; add it again when nothing writes to it")
+		return errs.Wrap(errs.IntegrityError, "add", err, "the model's bytes as stored no longer parse as they did: a file changed while it was being added; add it again when nothing writes to it")
 	}
-	if diff := want.difference(printLayout(again)); diff != "" {
-		return nil, nil, errs.New(errs.IntegrityError, "add", "the model's bytes as stored parse to another layout (%s): a file changed while it was being added; add it again when nothing writes to it", diff)
+	if !reflect.DeepEqual(layout, again) {
+		return errs.New(errs.IntegrityError, "add", "the model's bytes as stored parse to another layout: a file changed while it was being added; add it again when nothing writes to it")
 	}
-	byPath := make(map[string]int, len(again.Files))
-	for i, f := range again.Files {
-		byPath[f.Path] = i
-	}
-	for i := range files {
-		if !files[i].other {
-			files[i].File = again.Files[byPath[files[i].Path]]
-		}
-	}
-	return again, files, nil
+	return nil
 }
 
 // stagedDir is a formats.Dir of the model as it was stored: each file's
@@ -250,7 +241,7 @@ func (r *stagedReader) ReadAt(p []byte, off int64) (int, error) {
 			if rel, size := objects.ChunkBounds(pc.size, i); in == rel && int64(len(p)-n) >= size {
 				// A read of a whole chunk is verified in the caller's
 				// buffer, not cached: a header of many megabytes (100,000
-				// tensors) is not held twice while it is parsed again.
+				// tensors) is not held twice while it is read again.
 				if err := r.d.readChunk(f, pc, i, p[n:n+int(size)]); err != nil {
 					return n, err
 				}

@@ -145,3 +145,24 @@ func FuzzPackRun(f *testing.F) {
 		}
 	})
 }
+
+// byOffset orders members as a stable sort by offset does, with offsets
+// that fit its integer keys and with offsets past them (the fallback).
+func TestByOffset(t *testing.T) {
+	for _, base := range []int64{0, 1 << 45} {
+		ms := members(3000)
+		for i := range ms {
+			ms[i].Offset += base
+			if i%10 == 0 {
+				ms[i].Offset = ms[i/2].Offset // ties, kept in the order given
+			}
+		}
+		want := slices.Clone(ms)
+		slices.SortStableFunc(want, func(a, b PackMember) int { return cmp.Compare(a.Offset, b.Offset) })
+		for j, i := range byOffset(ms) {
+			if ms[i] != want[j] {
+				t.Fatalf("offsets from %d: place %d holds %+v, want %+v", base, j, ms[i], want[j])
+			}
+		}
+	}
+}

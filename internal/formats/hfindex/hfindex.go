@@ -1,14 +1,14 @@
 // Package hfindex reads Hugging Face shard indexes (PREFIX.safetensors.index.json,
 // PREFIX.bin.index.json): {"metadata": {"total_size": N, …}, "weight_map":
 // {tensor: shard file, …}}, strictly (no other top-level keys, no repeated
-// keys, UTF-8, every shard a clean relative path inside the model
-// directory), for the SafeTensors and PyTorch codecs, which check it
-// against their shards.
+// keys, UTF-8 without lone surrogates, every shard a clean relative path
+// inside the model directory), for the SafeTensors and PyTorch codecs,
+// which check it against their shards. It reads through strictjson, the
+// reader of SafeTensors headers: one JSON reader for both, 19,502 entries
+// in 18 ms where encoding/json's Token walk took 75.
 package hfindex
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +16,11 @@ import (
 	"path"
 	"sort"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/strictjson"
 )
 
 // MaxSize bounds a shard index, which is read whole. 100 MB holds the
@@ -106,53 +106,41 @@ func Parse(p string, b []byte, pkg string) (*Index, error) {
 	if at := tooDeep(b); at >= 0 {
 		return nil, errs.At(errs.SizeLimitExceeded, pkg, p, at, "JSON nested deeper than %d levels", MaxDepth)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
+	r, err := strictjson.New(b, 0, pkg, p)
+	if err != nil {
+		return nil, err
+	}
 	idx := &Index{Path: p, Size: int64(len(b)), TotalSize: -1, pkg: pkg}
-	bad := func(class errs.Class, format string, args ...any) error {
-		return errs.At(class, pkg, p, dec.InputOffset(), format, args...)
+	if r.Peek() != '{' {
+		return nil, r.Fail(errs.SchemaError, "index is not a JSON object")
 	}
-	syntax := func(err error) error {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return errs.Wrap(errs.SchemaError, pkg, err, "%s: index is not valid JSON", p)
-	}
-	if tok, err := dec.Token(); err != nil {
-		return nil, syntax(err)
-	} else if tok != json.Delim('{') {
-		return nil, bad(errs.SchemaError, "index is not a JSON object")
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, syntax(err)
-		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return nil, bad(errs.SchemaError, "duplicate key %q", key)
-		}
-		seen[key] = true
+	var seenMeta, seenMap bool
+	err = r.Object(func(key string, keyAt int64) error {
+		var seen *bool
 		switch key {
 		case "metadata":
-			err = readIndexMetadata(dec, idx, bad, syntax)
+			seen = &seenMeta
 		case "weight_map":
-			err = readWeightMap(dec, idx, bad, syntax)
+			seen = &seenMap
 		default:
-			return nil, bad(errs.SchemaError, "unknown key %q (an index has metadata and weight_map)", key)
+			return r.FailAt(errs.SchemaError, keyAt, "unknown key %q (an index has metadata and weight_map)", key)
 		}
-		if err != nil {
-			return nil, err
+		if *seen {
+			return r.FailAt(errs.SchemaError, keyAt, "duplicate key %q", key)
 		}
+		*seen = true
+		if key == "metadata" {
+			return readIndexMetadata(r, idx)
+		}
+		return readWeightMap(r, idx)
+	})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, syntax(err)
+	if err := r.End(); err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, bad(errs.SchemaError, "bytes after the index's JSON object")
-	}
-	if !seen["weight_map"] {
+	if !seenMap {
 		return nil, errs.At(errs.SchemaError, pkg, p, 0, "index has no weight_map")
 	}
 	if len(idx.Shards) == 0 {
@@ -161,93 +149,85 @@ func Parse(p string, b []byte, pkg string) (*Index, error) {
 	return idx, nil
 }
 
-type failFunc func(class errs.Class, format string, args ...any) error
-
-func readIndexMetadata(dec *json.Decoder, idx *Index, bad failFunc, syntax func(error) error) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return syntax(err)
-	}
-	if tok == nil {
+// readIndexMetadata reads metadata: null, or an object whose total_size,
+// if there, is a non-negative integer; its other values may be anything.
+func readIndexMetadata(r *strictjson.Reader, idx *Index) error {
+	if r.Null() {
 		return nil
 	}
-	if tok != json.Delim('{') {
-		return bad(errs.SchemaError, "metadata is not an object")
+	if r.Peek() != '{' {
+		return r.Fail(errs.SchemaError, "metadata is not an object")
 	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntax(err)
-		}
-		key := tok.(string)
+	return r.Object(func(key string, keyAt int64) error {
 		if seen[key] {
-			return bad(errs.SchemaError, "duplicate metadata key %q", key)
+			return r.FailAt(errs.SchemaError, keyAt, "duplicate metadata key %q", key)
 		}
 		seen[key] = true
-		var raw json.RawMessage
-		at := dec.InputOffset()
-		if err := dec.Decode(&raw); err != nil {
-			return syntax(err)
-		}
 		if key != "total_size" {
-			continue
+			return r.Skip()
 		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+		r.Peek()
+		at := r.Offset()
+		if err := r.Skip(); err != nil {
+			return err
+		}
+		raw := r.Since(at)
+		n, err := strconv.ParseUint(string(raw), 10, 64)
 		if err != nil {
-			return bad(errs.SchemaError, "metadata.total_size %s is not a non-negative integer", raw)
+			return r.FailAt(errs.SchemaError, at, "metadata.total_size %s is not a non-negative integer", raw)
 		}
 		idx.TotalSize, idx.TotalAt = int64(min(n, math.MaxInt64)), at
-	}
-	if _, err := dec.Token(); err != nil {
-		return syntax(err)
-	}
-	return nil
+		return nil
+	})
 }
 
-func readWeightMap(dec *json.Decoder, idx *Index, bad failFunc, syntax func(error) error) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return syntax(err)
+// readWeightMap reads the weight_map: tensor name to shard file, each
+// name once, each file a clean relative path resolved against the
+// index's directory.
+func readWeightMap(r *strictjson.Reader, idx *Index) error {
+	if r.Peek() != '{' {
+		return r.Fail(errs.SchemaError, "weight_map is not an object")
 	}
-	if tok != json.Delim('{') {
-		return bad(errs.SchemaError, "weight_map is not an object")
-	}
-	seen := map[string]bool{}
+	// Sized from the index's length (a real entry takes 40 bytes or more):
+	// the weight_map of 100,000 tensors grows nothing by doubling.
+	guess := min(int(idx.Size)/40, 1<<20)
+	seen := make(map[string]struct{}, guess)
+	idx.WeightMap = make([]Mapping, 0, guess)
+	// The few shard names, each kept once: not a string per entry.
 	resolved := map[string]string{}
+	names := map[string]string{}
+	r.Intern = func(b []byte) (string, bool) {
+		s, ok := names[string(b)]
+		return s, ok
+	}
 	dir := path.Dir(idx.Path)
-	for dec.More() {
-		at := dec.InputOffset()
-		tok, err := dec.Token()
+	err := r.Object(func(name string, at int64) error {
+		n := len(seen)
+		if seen[name] = struct{}{}; len(seen) == n {
+			return r.FailAt(errs.SchemaError, at, "weight_map names tensor %q twice", name)
+		}
+		if r.Peek() != '"' {
+			return r.Fail(errs.SchemaError, "weight_map value of %q must be a file name", name)
+		}
+		fileAt := r.Offset()
+		file, err := r.Str()
 		if err != nil {
-			return syntax(err)
-		}
-		name := tok.(string)
-		if seen[name] {
-			return bad(errs.SchemaError, "weight_map names tensor %q twice", name)
-		}
-		seen[name] = true
-		if tok, err = dec.Token(); err != nil {
-			return syntax(err)
-		}
-		file, ok := tok.(string)
-		if !ok {
-			return bad(errs.SchemaError, "weight_map value of %q must be a file name", name)
+			return err
 		}
 		shard, ok := resolved[file]
 		if !ok {
 			if !formats.IsMemberPath(file) {
-				return bad(errs.PathTraversal, "weight_map puts %q in %q, which is not a clean relative path inside the model directory", name, file)
+				return r.FailAt(errs.PathTraversal, fileAt, "weight_map puts %q in %q, which is not a clean relative path inside the model directory", name, file)
 			}
 			shard = path.Join(dir, file)
-			resolved[file] = shard
+			resolved[file], names[file] = shard, file
 			idx.Shards = append(idx.Shards, shard)
 		}
 		idx.WeightMap = append(idx.WeightMap, Mapping{Tensor: name, Shard: shard, At: at})
-	}
+		return nil
+	})
+	r.Intern = nil
 	sort.Strings(idx.Shards)
-	if _, err := dec.Token(); err != nil {
-		return syntax(err)
-	}
-	return nil
+	return err
 }

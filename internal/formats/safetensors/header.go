@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/formats/strictjson"
 )
 
 const pkg = "safetensors"
@@ -89,25 +91,29 @@ func readFull(f io.ReaderAt, b []byte, off int64, path string) error {
 // parseHeader checks the header JSON hdr of a file whose data section
 // (everything after the header) is dataLen bytes long.
 func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
-	r, err := newJSONReader(hdr, lengthPrefix, path)
+	r, err := strictjson.New(hdr, lengthPrefix, pkg, path)
 	if err != nil {
 		return nil, err
 	}
+	r.Intern = interned
 	h := &header{frameSize: lengthPrefix + int64(len(hdr))}
-	if c := r.peek(); c != '{' {
-		return nil, r.fail(errs.SchemaError, "header is not a JSON object")
+	if c := r.Peek(); c != '{' {
+		return nil, r.Fail(errs.SchemaError, "header is not a JSON object")
 	}
-	// Sized from the header's length (an entry takes 60 bytes or more):
-	// a header of 100,000 tensors grows nothing by doubling.
-	guess := len(hdr) / 128
-	seen := make(map[string]bool, guess)
+	// Sized from the entries' count (each has one "data_offsets"), so that
+	// nothing grows while a header of 100,000 tensors is read; at most one
+	// entry per minEntry bytes, however many times a hostile header spells
+	// the key.
+	guess := min(bytes.Count(hdr, []byte(`"data_offsets"`)), len(hdr)/minEntry)
+	seen := make(map[string]struct{}, guess+1)
 	h.tensors = make([]entry, 0, guess)
 	er := &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)}
-	err = r.object(func(key string, keyAt int64) error {
-		if seen[key] {
+	err = r.Object(func(key string, keyAt int64) error {
+		// One map operation, not a lookup then a store.
+		n := len(seen)
+		if seen[key] = struct{}{}; len(seen) == n {
 			return errs.At(errs.SchemaError, pkg, path, keyAt, "duplicate key %q", key)
 		}
-		seen[key] = true
 		if key == metadataKey {
 			meta, err := readMetadata(r, budget)
 			h.meta = meta
@@ -125,33 +131,37 @@ func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return nil, err
 	}
 	return h, checkOffsets(path, h, dataLen)
 }
+
+// minEntry is the length of the shortest tensor entry and its comma:
+// "a":{"dtype":"U8","shape":[],"data_offsets":[0,0]},
+const minEntry = 50
 
 // entryCost is what a tensor entry costs beyond its strings: the entry,
 // its map slot, its Layout tensor and extent.
 const entryCost = 256
 
 // readMetadata reads __metadata__: a string→string map, or null.
-func readMetadata(r *jsonReader, budget *formats.Budget) (map[string]string, error) {
-	if r.null() {
+func readMetadata(r *strictjson.Reader, budget *formats.Budget) (map[string]string, error) {
+	if r.Null() {
 		return nil, nil
 	}
-	if r.peek() != '{' {
-		return nil, r.fail(errs.SchemaError, "%s must be an object of strings or null", metadataKey)
+	if r.Peek() != '{' {
+		return nil, r.Fail(errs.SchemaError, "%s must be an object of strings or null", metadataKey)
 	}
 	meta := map[string]string{}
-	err := r.object(func(key string, keyAt int64) error {
+	err := r.Object(func(key string, keyAt int64) error {
 		if _, dup := meta[key]; dup {
-			return errs.At(errs.SchemaError, pkg, r.path, keyAt, "duplicate %s key %q", metadataKey, key)
+			return r.FailAt(errs.SchemaError, keyAt, "duplicate %s key %q", metadataKey, key)
 		}
-		if r.peek() != '"' {
-			return r.fail(errs.SchemaError, "%s value of %q must be a string", metadataKey, key)
+		if r.Peek() != '"' {
+			return r.Fail(errs.SchemaError, "%s value of %q must be a string", metadataKey, key)
 		}
-		v, err := r.str()
+		v, err := r.Str()
 		meta[key] = v
 		if err != nil {
 			return err
@@ -166,7 +176,7 @@ func readMetadata(r *jsonReader, budget *formats.Budget) (map[string]string, err
 // and the shapes of all entries share one backing array: a header of
 // 100,000 tensors costs a few allocations beside their names.
 type entryReader struct {
-	r       *jsonReader
+	r       *strictjson.Reader
 	dataLen int64
 	shapes  []int64
 
@@ -183,22 +193,22 @@ const hasDType, hasShape, hasOffsets = 1, 2, 4
 func (er *entryReader) read(name string, at int64) (entry, error) {
 	r := er.r
 	er.e, er.have = entry{name: name, at: at}, 0
-	if r.peek() != '{' {
-		return er.e, r.fail(errs.SchemaError, "tensor %q: entry must be an object", name)
+	if r.Peek() != '{' {
+		return er.e, r.Fail(errs.SchemaError, "tensor %q: entry must be an object", name)
 	}
-	if err := r.object(er.member); err != nil {
+	if err := r.Object(er.member); err != nil {
 		return er.e, err
 	}
 	e := er.e
 	if er.have != hasDType|hasShape|hasOffsets {
-		return e, errs.At(errs.SchemaError, pkg, r.path, at, "tensor %q: entry lacks dtype, shape or data_offsets", name)
+		return e, r.FailAt(errs.SchemaError, at, "tensor %q: entry lacks dtype, shape or data_offsets", name)
 	}
 	size, err := TensorSize(e.dtype, e.shape)
 	if err != nil {
-		return e, locate(err, r.path, at, name)
+		return e, locate(err, r.Path(), at, name)
 	}
 	if e.end-e.begin != size {
-		return e, errs.At(errs.SchemaError, pkg, r.path, at, "tensor %q: data_offsets [%d,%d] hold %d bytes, %s%v needs %d",
+		return e, r.FailAt(errs.SchemaError, at, "tensor %q: data_offsets [%d,%d] hold %d bytes, %s%v needs %d",
 			name, e.begin, e.end, e.end-e.begin, e.dtype, e.shape, size)
 	}
 	return e, nil
@@ -216,23 +226,23 @@ func (er *entryReader) member(key string, keyAt int64) error {
 	case "data_offsets":
 		flag = hasOffsets
 	default:
-		return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: unknown key %q", name, key)
+		return r.FailAt(errs.SchemaError, keyAt, "tensor %q: unknown key %q", name, key)
 	}
 	if er.have&flag != 0 {
-		return errs.At(errs.SchemaError, pkg, r.path, keyAt, "tensor %q: duplicate key %q", name, key)
+		return r.FailAt(errs.SchemaError, keyAt, "tensor %q: duplicate key %q", name, key)
 	}
 	er.have |= flag
 	switch flag {
 	case hasDType:
-		if r.peek() != '"' {
-			return r.fail(errs.SchemaError, "tensor %q: dtype must be a string", name)
+		if r.Peek() != '"' {
+			return r.Fail(errs.SchemaError, "tensor %q: dtype must be a string", name)
 		}
 		var err error
-		er.e.dtype, err = r.str()
+		er.e.dtype, err = r.Str()
 		return err
 	case hasShape:
 		start := len(er.shapes)
-		err := r.array(er.dim)
+		err := r.Array(er.dim)
 		// Full slice expression: a later append to shapes never writes
 		// into this entry's shape. A scalar's shape is [], never nil
 		// (shapes is made non-nil).
@@ -245,9 +255,9 @@ func (er *entryReader) member(key string, keyAt int64) error {
 
 // dim reads one shape dimension.
 func (er *entryReader) dim() error {
-	d, err := er.r.uint("shape dimension")
+	d, err := er.r.Uint("shape dimension")
 	if err == nil && d > math.MaxInt64 {
-		err = er.r.fail(errs.SchemaError, "tensor %q: shape dimension %d is out of range", er.e.name, d)
+		err = er.r.Fail(errs.SchemaError, "tensor %q: shape dimension %d is out of range", er.e.name, d)
 	}
 	er.shapes = append(er.shapes, int64(d))
 	return err
@@ -255,14 +265,14 @@ func (er *entryReader) dim() error {
 
 // offset reads one of data_offsets.
 func (er *entryReader) offset() error {
-	v, err := er.r.uint("data offset")
+	v, err := er.r.Uint("data offset")
 	if er.nOff == len(er.offs) {
-		return er.r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
+		return er.r.Fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
 	}
 	er.offs[er.nOff] = v
 	er.nOff++
 	if er.nOff > 2 {
-		return er.r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
+		return er.r.Fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", er.e.name)
 	}
 	return err
 }
@@ -272,18 +282,18 @@ func (er *entryReader) offset() error {
 func (er *entryReader) readOffsets() error {
 	r, e, dataLen := er.r, &er.e, er.dataLen
 	er.nOff = 0
-	if err := r.array(er.offset); err != nil {
+	if err := r.Array(er.offset); err != nil {
 		return err
 	}
 	if er.nOff != 2 {
-		return r.fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
+		return r.Fail(errs.SchemaError, "tensor %q: data_offsets must be [begin, end]", e.name)
 	}
 	offs := er.offs
 	if offs[0] > offs[1] {
-		return r.fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] end before they begin", e.name, offs[0], offs[1])
+		return r.Fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] end before they begin", e.name, offs[0], offs[1])
 	}
 	if offs[1] > uint64(dataLen) {
-		return r.fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] pass the end of the %d-byte data section",
+		return r.Fail(errs.InvalidArchive, "tensor %q: data_offsets [%d,%d] pass the end of the %d-byte data section",
 			e.name, offs[0], offs[1], dataLen)
 	}
 	e.begin, e.end = int64(offs[0]), int64(offs[1])
@@ -329,4 +339,37 @@ func locate(err error, path string, at int64, name string) error {
 		return &c
 	}
 	return err
+}
+
+// interned returns b as a string, without allocating, for the keys every
+// tensor entry repeats and the dtypes (the switch on string(b) does not
+// copy b): the reader's Intern.
+func interned(b []byte) (string, bool) {
+	switch string(b) {
+	case "dtype":
+		return "dtype", true
+	case "shape":
+		return "shape", true
+	case "data_offsets":
+		return "data_offsets", true
+	case "F32":
+		return "F32", true
+	case "F16":
+		return "F16", true
+	case "BF16":
+		return "BF16", true
+	case "F64":
+		return "F64", true
+	case "I64":
+		return "I64", true
+	case "I32":
+		return "I32", true
+	case "I8":
+		return "I8", true
+	case "U8":
+		return "U8", true
+	case "BOOL":
+		return "BOOL", true
+	}
+	return "", false
 }

@@ -1,4 +1,18 @@
-package safetensors
+// Package strictjson reads one JSON text token by token, for the codecs
+// whose headers and indexes are JSON (SafeTensors headers, Hugging Face
+// shard indexes). It is our own because those rules need what
+// encoding/json does not give: duplicate keys are visible (Unmarshal
+// keeps the last one and folds case), lone UTF-16 surrogates are refused
+// rather than turned into U+FFFD (the reference reader, serde_json,
+// refuses them), integers are read without going through float64, every
+// error carries the byte offset in the file, and a header of 100,000
+// entries is read without a token or an allocation per value (names
+// aside).
+//
+// Syntax errors are schema_error: the bytes are there, they are just not
+// the JSON the format requires. Nesting deeper than MaxDepth is
+// size_limit_exceeded.
+package strictjson
 
 import (
 	"bytes"
@@ -10,28 +24,29 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 )
 
-// jsonReader reads one JSON text token by token. It is our own because the
-// header rules need what encoding/json does not give: duplicate keys are
-// visible (Unmarshal keeps the last one and folds case), lone UTF-16
-// surrogates are refused rather than turned into U+FFFD (the reference
-// reader, serde_json, refuses them), integers are read without going through
-// float64, and every error carries the byte offset in the file.
-//
-// Syntax errors are schema_error: the bytes are there, they are just not the
-// JSON the format requires. Nesting deeper than maxJSONDepth (only possible
-// in values we skip) is size_limit_exceeded.
-type jsonReader struct {
+// Reader reads the JSON text of a file; errors name package pkg and the
+// file's path, at file offsets.
+type Reader struct {
+	// Intern, when set, gives the string for the bytes of a string value
+	// or key without escapes, if it has one (ok): the keys and values a
+	// format repeats in every entry are then not allocated each time.
+	Intern func(b []byte) (s string, ok bool)
+
 	b     []byte
 	pos   int
 	base  int64 // file offset of b[0]
+	pkg   string
 	path  string
 	depth int
 }
 
-const maxJSONDepth = 64
+// MaxDepth bounds the nesting of objects and arrays.
+const MaxDepth = 64
 
-func newJSONReader(b []byte, base int64, path string) (*jsonReader, error) {
-	r := &jsonReader{b: b, base: base, path: path}
+// New returns a Reader of b, the bytes of path from file offset base. Bytes
+// that are not UTF-8 are refused first (schema_error).
+func New(b []byte, base int64, pkg, path string) (*Reader, error) {
+	r := &Reader{b: b, base: base, pkg: pkg, path: path}
 	if !utf8.Valid(b) {
 		// Point at the first bad byte so the message is useful.
 		i := 0
@@ -43,29 +58,43 @@ func newJSONReader(b []byte, base int64, path string) (*jsonReader, error) {
 			i += n
 		}
 		r.pos = i
-		return nil, r.fail(errs.SchemaError, "JSON is not valid UTF-8")
+		return nil, r.Fail(errs.SchemaError, "JSON is not valid UTF-8")
 	}
 	return r, nil
 }
 
-func (r *jsonReader) offset() int64 { return r.base + int64(r.pos) }
+// Offset is the file offset of the next byte.
+func (r *Reader) Offset() int64 { return r.base + int64(r.pos) }
 
-func (r *jsonReader) fail(class errs.Class, format string, args ...any) error {
+// Fail returns an error of class at the reader's offset.
+func (r *Reader) Fail(class errs.Class, format string, args ...any) error {
 	if r.pos >= len(r.b) {
 		format = "JSON ends early: " + format
 	}
-	return errs.At(class, pkg, r.path, r.offset(), format, args...)
+	return errs.At(class, r.pkg, r.path, r.Offset(), format, args...)
 }
 
-func (r *jsonReader) syntax(want string) error {
+// FailAt returns an error of class at file offset at (a key's, say).
+func (r *Reader) FailAt(class errs.Class, at int64, format string, args ...any) error {
+	return errs.At(class, r.pkg, r.path, at, format, args...)
+}
+
+// Since returns the bytes read from file offset from (where a value began)
+// to the reader's offset.
+func (r *Reader) Since(from int64) []byte { return r.b[from-r.base : r.pos] }
+
+// Path is the path of the file read, for messages.
+func (r *Reader) Path() string { return r.path }
+
+func (r *Reader) syntax(want string) error {
 	if r.pos >= len(r.b) {
-		return r.fail(errs.SchemaError, "want %s", want)
+		return r.Fail(errs.SchemaError, "want %s", want)
 	}
-	return r.fail(errs.SchemaError, "JSON syntax: want %s, found %q", want, r.b[r.pos])
+	return r.Fail(errs.SchemaError, "JSON syntax: want %s, found %q", want, r.b[r.pos])
 }
 
-// peek skips white space and returns the next byte, or 0 at the end.
-func (r *jsonReader) peek() byte {
+// Peek skips white space and returns the next byte, or 0 at the end.
+func (r *Reader) Peek() byte {
 	for r.pos < len(r.b) {
 		switch c := r.b[r.pos]; c {
 		case ' ', '\t', '\n', '\r':
@@ -77,48 +106,48 @@ func (r *jsonReader) peek() byte {
 	return 0
 }
 
-// end checks that only white space (such as a header's padding) remains.
-func (r *jsonReader) end() error {
-	if r.peek(); r.pos < len(r.b) {
+// End checks that only white space (such as a header's padding) remains.
+func (r *Reader) End() error {
+	if r.Peek(); r.pos < len(r.b) {
 		return r.syntax("the end of the JSON text")
 	}
 	return nil
 }
 
-// object reads an object, calling member for each key with the reader
+// Object reads an object, calling member for each key with the reader
 // positioned at the key's value; member must read the value. keyAt is the
 // key's file offset. Duplicate keys are the caller's to refuse, because the
 // caller knows which cheap check fits (flags, a map it keeps anyway).
-func (r *jsonReader) object(member func(key string, keyAt int64) error) error {
-	if r.peek() != '{' {
+func (r *Reader) Object(member func(key string, keyAt int64) error) error {
+	if r.Peek() != '{' {
 		return r.syntax("an object")
 	}
 	if err := r.enter(); err != nil {
 		return err
 	}
 	r.pos++
-	if r.peek() == '}' {
+	if r.Peek() == '}' {
 		r.pos++
 		r.depth--
 		return nil
 	}
 	for {
-		if r.peek() != '"' {
+		if r.Peek() != '"' {
 			return r.syntax("a string key")
 		}
-		keyAt := r.offset()
-		key, err := r.str()
+		keyAt := r.Offset()
+		key, err := r.Str()
 		if err != nil {
 			return err
 		}
-		if r.peek() != ':' {
+		if r.Peek() != ':' {
 			return r.syntax("':'")
 		}
 		r.pos++
 		if err := member(key, keyAt); err != nil {
 			return err
 		}
-		switch r.peek() {
+		switch r.Peek() {
 		case ',':
 			r.pos++
 		case '}':
@@ -131,17 +160,17 @@ func (r *jsonReader) object(member func(key string, keyAt int64) error) error {
 	}
 }
 
-// array reads an array, calling elem with the reader positioned at each
+// Array reads an array, calling elem with the reader positioned at each
 // element; elem must read it.
-func (r *jsonReader) array(elem func() error) error {
-	if r.peek() != '[' {
+func (r *Reader) Array(elem func() error) error {
+	if r.Peek() != '[' {
 		return r.syntax("an array")
 	}
 	if err := r.enter(); err != nil {
 		return err
 	}
 	r.pos++
-	if r.peek() == ']' {
+	if r.Peek() == ']' {
 		r.pos++
 		r.depth--
 		return nil
@@ -150,7 +179,7 @@ func (r *jsonReader) array(elem func() error) error {
 		if err := elem(); err != nil {
 			return err
 		}
-		switch r.peek() {
+		switch r.Peek() {
 		case ',':
 			r.pos++
 		case ']':
@@ -163,22 +192,22 @@ func (r *jsonReader) array(elem func() error) error {
 	}
 }
 
-func (r *jsonReader) enter() error {
+func (r *Reader) enter() error {
 	r.depth++
-	if r.depth > maxJSONDepth {
-		return r.fail(errs.SizeLimitExceeded, "JSON nested deeper than %d levels", maxJSONDepth)
+	if r.depth > MaxDepth {
+		return r.Fail(errs.SizeLimitExceeded, "JSON nested deeper than %d levels", MaxDepth)
 	}
 	return nil
 }
 
-// null consumes a null literal if one is next.
-func (r *jsonReader) null() bool {
-	return r.peek() == 'n' && r.literal("null")
+// Null consumes a null literal if one is next.
+func (r *Reader) Null() bool {
+	return r.Peek() == 'n' && r.literal("null")
 }
 
-// str reads a string.
-func (r *jsonReader) str() (string, error) {
-	if r.peek() != '"' {
+// Str reads a string.
+func (r *Reader) Str() (string, error) {
+	if r.Peek() != '"' {
 		return "", r.syntax("a string")
 	}
 	r.pos++
@@ -187,9 +216,14 @@ func (r *jsonReader) str() (string, error) {
 	for r.pos < len(r.b) {
 		c := r.b[r.pos]
 		if c == '"' {
-			s := interned(r.b[start:r.pos])
+			b := r.b[start:r.pos]
 			r.pos++
-			return s, nil
+			if r.Intern != nil {
+				if s, ok := r.Intern(b); ok {
+					return s, nil
+				}
+			}
+			return string(b), nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
@@ -208,7 +242,7 @@ func (r *jsonReader) str() (string, error) {
 			r.pos++
 			return sb.String(), nil
 		case c < 0x20:
-			return "", r.fail(errs.SchemaError, "JSON syntax: control byte 0x%02x inside a string", c)
+			return "", r.Fail(errs.SchemaError, "JSON syntax: control byte 0x%02x inside a string", c)
 		case c != '\\':
 			sb.WriteByte(c)
 			r.pos++
@@ -240,14 +274,14 @@ func (r *jsonReader) str() (string, error) {
 			sb.WriteRune(c)
 		default:
 			r.pos -= 2
-			return "", r.fail(errs.SchemaError, "JSON syntax: invalid escape \\%c", esc)
+			return "", r.Fail(errs.SchemaError, "JSON syntax: invalid escape \\%c", esc)
 		}
 	}
 }
 
 // unicodeEscape reads the XXXX of \uXXXX (and a low surrogate's escape
 // after a high one).
-func (r *jsonReader) unicodeEscape() (rune, error) {
+func (r *Reader) unicodeEscape() (rune, error) {
 	first, ok := r.hex4()
 	if !ok {
 		return 0, r.syntax("four hex digits after \\u")
@@ -265,10 +299,10 @@ func (r *jsonReader) unicodeEscape() (rune, error) {
 			return c, nil
 		}
 	}
-	return 0, r.fail(errs.SchemaError, "JSON string holds a lone UTF-16 surrogate")
+	return 0, r.Fail(errs.SchemaError, "JSON string holds a lone UTF-16 surrogate")
 }
 
-func (r *jsonReader) hex4() (rune, bool) {
+func (r *Reader) hex4() (rune, bool) {
 	if r.pos+4 > len(r.b) {
 		return 0, false
 	}
@@ -289,10 +323,10 @@ func (r *jsonReader) hex4() (rune, bool) {
 	return v, true
 }
 
-// number reads a JSON number and reports its parts: whether it is
+// Number reads a JSON number and reports its parts: whether it is
 // negative, and whether it has a fraction or an exponent.
-func (r *jsonReader) number() (digits []byte, negative, integral bool, err error) {
-	r.peek()
+func (r *Reader) Number() (digits []byte, negative, integral bool, err error) {
+	r.Peek()
 	start := r.pos
 	if r.pos < len(r.b) && r.b[r.pos] == '-' {
 		negative = true
@@ -326,7 +360,7 @@ func (r *jsonReader) number() (digits []byte, negative, integral bool, err error
 	return digits, negative, integral, nil
 }
 
-func (r *jsonReader) skipDigits() int {
+func (r *Reader) skipDigits() int {
 	start := r.pos
 	for r.pos < len(r.b) && r.b[r.pos] >= '0' && r.b[r.pos] <= '9' {
 		r.pos++
@@ -334,20 +368,20 @@ func (r *jsonReader) skipDigits() int {
 	return r.pos - start
 }
 
-// uint reads a non-negative integer (no fraction, no exponent, as the
+// Uint reads a non-negative integer (no fraction, no exponent, as the
 // reference reader's usize fields demand). Values past 2⁶⁴-1 saturate at
 // math.MaxUint64: every caller bounds the value below that anyway, so the
 // bound check names the real problem.
-func (r *jsonReader) uint(what string) (uint64, error) {
+func (r *Reader) Uint(what string) (uint64, error) {
 	at := r.pos
-	digits, negative, integral, err := r.number()
+	digits, negative, integral, err := r.Number()
 	if err != nil {
 		return 0, err
 	}
 	if negative || !integral {
 		r.pos = at
-		r.peek()
-		return 0, r.fail(errs.SchemaError, "%s must be a non-negative integer", what)
+		r.Peek()
+		return 0, r.Fail(errs.SchemaError, "%s must be a non-negative integer", what)
 	}
 	var v uint64
 	for _, c := range digits {
@@ -360,27 +394,21 @@ func (r *jsonReader) uint(what string) (uint64, error) {
 	return v, nil
 }
 
-// skip reads any value; objects in it must not repeat a key.
-func (r *jsonReader) skip() error {
-	switch c := r.peek(); {
+// Skip reads any value. Duplicate keys in it are not refused: nothing of
+// it is kept (encoding/json takes them too).
+func (r *Reader) Skip() error {
+	switch c := r.Peek(); {
 	case c == '{':
-		seen := map[string]bool{}
-		return r.object(func(key string, keyAt int64) error {
-			if seen[key] {
-				return errs.At(errs.SchemaError, pkg, r.path, keyAt, "duplicate key %q", key)
-			}
-			seen[key] = true
-			return r.skip()
-		})
+		return r.Object(func(string, int64) error { return r.Skip() })
 	case c == '[':
-		return r.array(r.skip)
+		return r.Array(r.Skip)
 	case c == '"':
-		_, err := r.str()
+		_, err := r.Str()
 		return err
 	case c == '-' || c >= '0' && c <= '9':
-		_, _, _, err := r.number()
+		_, _, _, err := r.Number()
 		return err
-	case r.null():
+	case r.Null():
 		return nil
 	case r.literal("true") || r.literal("false"):
 		return nil
@@ -389,43 +417,10 @@ func (r *jsonReader) skip() error {
 	}
 }
 
-func (r *jsonReader) literal(word string) bool {
+func (r *Reader) literal(word string) bool {
 	if bytes.HasPrefix(r.b[r.pos:], []byte(word)) {
 		r.pos += len(word)
 		return true
 	}
 	return false
-}
-
-// interned returns b as a string, without allocating for the keys every
-// tensor entry repeats and the dtypes (the switch on string(b) does not
-// copy b).
-func interned(b []byte) string {
-	switch string(b) {
-	case "dtype":
-		return "dtype"
-	case "shape":
-		return "shape"
-	case "data_offsets":
-		return "data_offsets"
-	case "F32":
-		return "F32"
-	case "F16":
-		return "F16"
-	case "BF16":
-		return "BF16"
-	case "F64":
-		return "F64"
-	case "I64":
-		return "I64"
-	case "I32":
-		return "I32"
-	case "I8":
-		return "I8"
-	case "U8":
-		return "U8"
-	case "BOOL":
-		return "BOOL"
-	}
-	return string(b)
 }
