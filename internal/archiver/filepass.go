@@ -32,6 +32,7 @@ type batch struct {
 	bp    *[]byte
 	pool  *sync.Pool // bp's: bufPool or blockPool
 	items []batchItem
+	pass  *passState
 }
 
 type batchItem struct {
@@ -40,83 +41,123 @@ type batchItem struct {
 	data []byte
 }
 
-// directWriters is how many of a file's chunks are written at once: a
-// direct write waits for the device, which the other keeps busy.
-const directWriters = 2
+// passState is one file pass's: its batches not yet written, and the
+// first failure to store one (which stops the pass's reading side).
+type passState struct {
+	pending sync.WaitGroup
+	err     atomic.Pointer[error]
+}
+
+// directWriters is how many chunks are written at once, by the writers
+// every file pass of an add shares: a direct write waits for the device,
+// and the others keep it busy. One file alone (a model of one large
+// file) has them all: with two writers of its own, the device idled
+// between its writes.
+const directWriters = 4
+
+// writeQueue is the storing side of the file passes: its writers take
+// batches whose spans' whole digests are taken, give each chunk its own
+// digest, store it and give the buffer back. A chunk's digest is taken
+// beside its write, so that the three hashes of a large tensor's byte
+// (file, tensor, chunk) run on three goroutines, the chunks' on several.
+type writeQueue struct {
+	w    *store.BlobWriter
+	prog *counter
+	ch   chan batch
+	wg   sync.WaitGroup
+}
+
+func startWriters(w *store.BlobWriter, prog *counter) *writeQueue {
+	q := &writeQueue{w: w, prog: prog, ch: make(chan batch)}
+	for range directWriters {
+		q.wg.Go(func() {
+			for b := range q.ch {
+				q.store(b)
+			}
+		})
+	}
+	return q
+}
+
+// stop waits for the writers, once every file pass has ended.
+func (q *writeQueue) stop() {
+	close(q.ch)
+	q.wg.Wait()
+}
+
+func (q *writeQueue) store(b batch) {
+	st := b.pass
+	for _, it := range b.items {
+		if st.err.Load() != nil {
+			break
+		}
+		d := objects.Sum(it.data)
+		it.s.chunks[it.c] = d
+		if len(it.s.chunks) == 1 {
+			it.s.digest = d
+		}
+		if _, err := q.w.Put(d, it.data); err != nil {
+			failed := err // only a failure is kept: err itself stays off the heap
+			st.err.Store(&failed)
+		}
+		q.prog.add(int64(len(it.data)))
+	}
+	*b.bp = (*b.bp)[:cap(*b.bp)]
+	b.pool.Put(b.bp)
+	st.pending.Done()
+}
 
 // filePass reads file f once, in order: every byte goes through the file's
-// hasher and, for the extents that are stored, through its chunk's (and a
-// span's, for a span of several chunks: chunkHasher), and the chunks,
-// hashed and stored, become the span's chunks. The chunks are hashed on a
-// goroutine of their own and written by directWriters more, so that one
-// large file keeps two cores busy while a direct write waits for the
-// device. Padding must be zeros; a tensor placed again is hashed into
-// again, for sameChunks. stored and again are f's, by extent.
-func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
+// hasher and, for the extents that are stored, through its chunk's (by
+// q's writers) and a span's, for a span of several chunks (spanHasher, on
+// a goroutine of its own). Padding must be zeros; a tensor placed again
+// is hashed into again, for sameChunks. stored and again are f's, by
+// extent.
+func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
 		return err
 	}
 	defer release()
 
+	var st passState
 	batches := make(chan batch, 1)
-	hashed := make(chan batch)
-	var storeErr atomic.Pointer[error]
-	done := make(chan struct{})
+	hashed := make(chan struct{})
 	go func() {
 		defer close(hashed)
-		var h chunkHasher
+		var h spanHasher
 		for b := range batches {
 			h.hash(b)
-			hashed <- b
+			q.ch <- b
 		}
 	}()
-	var writers sync.WaitGroup
-	for range directWriters {
-		writers.Go(func() {
-			for b := range hashed {
-				for _, it := range b.items {
-					if storeErr.Load() != nil {
-						break
-					}
-					if _, err := w.Put(it.s.chunks[it.c], it.data); err != nil {
-						failed := err // only a failure is kept: err itself stays off the heap
-						storeErr.Store(&failed)
-					}
-					prog.add(int64(len(it.data)))
-				}
-				*b.bp = (*b.bp)[:cap(*b.bp)]
-				b.pool.Put(b.bp)
-			}
-		})
-	}
-	go func() { writers.Wait(); close(done) }()
-	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
+	err = passExtents(ctx, r, f, fs, stored, again, prog, &st.err, func(b batch) {
+		st.pending.Add(1)
+		b.pass = &st
+		batches <- b
+	})
 	close(batches)
-	<-done
+	<-hashed
+	st.pending.Wait()
 	if err != nil {
 		return err
 	}
-	if p := storeErr.Load(); p != nil {
+	if p := st.err.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// chunkHasher gives each chunk of the batches it is handed, in order, its
-// digest, and each span its own: its one chunk's, or the digest of all its
-// chunks, hashed as they come. The whole digest is taken here rather than
-// by the reading side, which hashes the file: a large file's three hashes
-// of every byte (file, chunk, tensor) are then split two ways.
-type chunkHasher struct{ whole *objects.Hasher }
+// spanHasher gives each span of several chunks, from the batches it is
+// handed in order, the digest of all its chunks, hashed as they come (a
+// span of one chunk has that chunk's digest: writeQueue.store). It is
+// taken here rather than by the reading side, which hashes the file.
+type spanHasher struct{ whole *objects.Hasher }
 
-func (h *chunkHasher) hash(b batch) {
+func (h *spanHasher) hash(b batch) {
 	for _, it := range b.items {
-		d := objects.Sum(it.data)
-		it.s.chunks[it.c] = d
 		n := len(it.s.chunks)
 		if n == 1 {
-			it.s.digest = d
 			continue
 		}
 		if it.c == 0 { // passLarge hands a span's chunks over in order, from the first

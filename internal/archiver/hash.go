@@ -98,6 +98,10 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		defer opts.Progress.Finish()
 	}
 
+	// Direct writes block their threads: the writers get Ps of their own
+	// (procs.go), so that hashing never waits beside an idle CPU.
+	defer addProcs(directWriters)()
+	q := startWriters(w, prog)
 	g, gctx := errgroup.WithContext(ctx)
 	type task struct {
 		size int64
@@ -115,7 +119,7 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		default:
 			again[fi] = make([][]objects.Digest, len(f.Extents))
 			tasks = append(tasks, task{f.Size, func() error {
-				return filePass(gctx, pool, w, f, h.files[fi], stored[fi], again[fi], prog)
+				return filePass(gctx, pool, q, f, h.files[fi], stored[fi], again[fi], prog)
 			}})
 		}
 	}
@@ -140,7 +144,9 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		}
 		g.Go(t.run)
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	q.stop()
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
