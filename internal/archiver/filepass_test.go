@@ -16,7 +16,6 @@ import (
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
-	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 )
@@ -161,15 +160,6 @@ func TestFilePassesShareTheWriters(t *testing.T) {
 		l.Files = append(l.Files, f)
 	}
 	run := func(t *testing.T, broken bool) (*hashes, []store.BlobRecord, *store.Store, map[int]bool, error) {
-		dir, err := modeldir.Open(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dir.Close()
-		before, err := statAll(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
 		files := []fileWork{{File: l.Files[0]}, {File: l.Files[1]}}
 		st := newStore(t)
 		w := st.NewBlobWriter(nil)
@@ -178,7 +168,7 @@ func TestFilePassesShareTheWriters(t *testing.T) {
 		if broken {
 			os.RemoveAll(filepath.Join(st.Dir(), "tmp")) // every blob's temp file then fails to open
 		}
-		pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
+		pool := newReaderPool(openSource(t, root), nil)
 		defer pool.close()
 		p := &procsDuringAdd{seen: map[int]bool{}}
 		h, err := hashAndStore(context.Background(), pool, l, files, w, Options{Workers: 2, Progress: p})
