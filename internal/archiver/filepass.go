@@ -26,11 +26,13 @@ const (
 // flight per file, for each file being added).
 var blockPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
 
-// batch is what the reading side of filePass hands to the storing side:
-// chunks of stored spans, each data a slice of the buffer bp.
+// batch is what the reading side of filePass hands on: file, bytes of the
+// file read in order (a block or a chunk), and the chunks of stored spans
+// in it, each data a slice of the buffer bp, as file is.
 type batch struct {
 	bp    *[]byte
 	pool  *sync.Pool // bp's: bufPool or blockPool
+	file  []byte
 	items []batchItem
 	pass  *passState
 }
@@ -109,10 +111,11 @@ func (q *writeQueue) store(b batch) {
 
 // filePass reads file f once, in order: every byte goes through the file's
 // hasher and, for the extents that are stored, through its chunk's (by
-// q's writers) and a span's, for a span of several chunks (spanHasher, on
-// a goroutine of its own). Padding must be zeros; a tensor placed again
-// is hashed into again, for sameChunks. stored and again are f's, by
-// extent.
+// q's writers) and a span's, for a span of several chunks. Reading, the
+// file's hash and the spans' each have a goroutine: a model of one file
+// (dense) had waited on the one that read and hashed the file. Padding
+// must be zeros; a tensor placed again is hashed into again, for
+// sameChunks. stored and again are f's, by extent.
 func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
@@ -122,16 +125,26 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 
 	var st passState
 	batches := make(chan batch, 1)
+	filed := make(chan batch, 1)
 	hashed := make(chan struct{})
+	go func() {
+		defer close(filed)
+		file := objects.NewHasher()
+		for b := range batches {
+			file.Write(b.file)
+			filed <- b
+		}
+		fs.digest = file.Digest()
+	}()
 	go func() {
 		defer close(hashed)
 		var h spanHasher
-		for b := range batches {
+		for b := range filed {
 			h.hash(b)
 			q.ch <- b
 		}
 	}()
-	err = passExtents(ctx, r, f, fs, stored, again, prog, &st.err, func(b batch) {
+	err = passExtents(ctx, r, f, stored, again, prog, &st.err, func(b batch) {
 		st.pending.Add(1)
 		b.pass = &st
 		batches <- b
@@ -151,7 +164,7 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 // spanHasher gives each span of several chunks, from the batches it is
 // handed in order, the digest of all its chunks, hashed as they come (a
 // span of one chunk has that chunk's digest: writeQueue.store). It is
-// taken here rather than by the reading side, which hashes the file.
+// taken here rather than beside the file's hash.
 type spanHasher struct{ whole *objects.Hasher }
 
 func (h *spanHasher) hash(b batch) {
@@ -170,11 +183,10 @@ func (h *spanHasher) hash(b batch) {
 	}
 }
 
-// passExtents is filePass's reading side; send hands a batch of chunks of
-// stored spans to the storing side, which gives its buffer back.
-func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter,
+// passExtents is filePass's reading side; send hands each batch on, every
+// byte of the file in order, and its buffer is given back downstream.
+func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, stored []*span, again [][]objects.Digest, prog *counter,
 	storeErr *atomic.Pointer[error], send func(batch)) error {
-	file := objects.NewHasher()
 	read := func(buf []byte, off int64) error {
 		if _, err := r.ReadAt(buf, off); err != nil {
 			return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", f.Path, len(buf), off)
@@ -189,25 +201,24 @@ func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, store
 			return nil // filePass reports it
 		}
 		if f.Extents[ei].Size < smallExtent {
-			next, err := passSmall(f, ei, stored, again, prog, file, read, send)
+			next, err := passSmall(f, ei, stored, again, prog, read, send)
 			if err != nil {
 				return err
 			}
 			ei = next
 			continue
 		}
-		if err := passLarge(ctx, f, ei, stored, again, prog, file, read, storeErr, send); err != nil {
+		if err := passLarge(ctx, f, ei, stored, again, prog, read, storeErr, send); err != nil {
 			return err
 		}
 		ei++
 	}
-	fs.digest = file.Digest()
 	return nil
 }
 
 // passSmall reads the extents from ei on that are small, as many as fit a
 // block, in one read, and returns the index of the first extent it left.
-func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter, file *objects.Hasher,
+func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter,
 	read func([]byte, int64) error, send func(batch)) (int, error) {
 	start, end, last := f.Extents[ei].Offset, f.Extents[ei].Offset, ei
 	for last < len(f.Extents) && f.Extents[last].Size < smallExtent && f.Extents[last].Offset+f.Extents[last].Size-start <= blockSize {
@@ -220,8 +231,7 @@ func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, pro
 		blockPool.Put(bp)
 		return 0, err
 	}
-	file.Write(block)
-	b := batch{bp: bp, pool: &blockPool}
+	b := batch{bp: bp, pool: &blockPool, file: block}
 	for k := ei; k < last; k++ {
 		e := f.Extents[k]
 		data := block[e.Offset-start : e.Offset-start+e.Size]
@@ -247,7 +257,7 @@ func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, pro
 
 // passLarge reads extent ei a chunk at a time, each chunk into a buffer
 // of its own.
-func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter, file *objects.Hasher,
+func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter,
 	read func([]byte, int64) error, storeErr *atomic.Pointer[error], send func(batch)) error {
 	e := f.Extents[ei]
 	s := stored[ei]
@@ -268,21 +278,21 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 			bufPool.Put(bp)
 			return err
 		}
-		file.Write(buf)
+		b := batch{bp: bp, pool: &bufPool, file: buf}
 		switch {
 		case s != nil:
-			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, data: buf}}})
-			continue
+			b.items = []batchItem{{s: s, c: c, data: buf}}
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
 				bufPool.Put(bp)
 				return err
 			}
+			prog.add(n)
 		default:
 			again[ei][c] = objects.Sum(buf)
+			prog.add(n)
 		}
-		prog.add(n)
-		bufPool.Put(bp)
+		send(b) // hashed into the file, then given back
 	}
 	return nil
 }

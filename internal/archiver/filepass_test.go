@@ -21,10 +21,10 @@ import (
 )
 
 // passExtents reads a file of small and large extents (blocks of small
-// ones, chunks of large ones) and gives every stored span its chunks'
-// bytes, the file its digest, a tensor placed again its chunk digests;
-// padding must be zeros. chunkHasher, handed its batches, gives a span of
-// several chunks its whole digest.
+// ones, chunks of large ones) and hands on every byte of the file in
+// order, every stored span its chunks' bytes, a tensor placed again its
+// chunk digests; padding must be zeros. spanHasher, handed its batches,
+// gives a span of several chunks its whole digest.
 func TestPassExtents(t *testing.T) {
 	sizes := []struct {
 		kind formats.ExtentKind
@@ -32,6 +32,7 @@ func TestPassExtents(t *testing.T) {
 	}{
 		{formats.Frame, 100}, {formats.TensorData, 512}, {formats.Zeros, 7}, {formats.TensorData, 6 << 20},
 		{formats.TensorData, 300}, {formats.TensorData, 512}, {formats.TensorData, 0}, {formats.Zeros, 1},
+		{formats.Zeros, smallExtent + 5}, // read as a chunk of its own
 	}
 	var f fileWork
 	for _, s := range sizes {
@@ -51,7 +52,7 @@ func TestPassExtents(t *testing.T) {
 	}
 	copy(data[f.Extents[5].Offset:], data[f.Extents[1].Offset:f.Extents[1].Offset+512]) // extent 5 repeats extent 1
 
-	run := func(data []byte) (map[*span][][]byte, *span, [][]objects.Digest, []*span, error) {
+	run := func(data []byte) (map[*span][][]byte, objects.Digest, [][]objects.Digest, []*span, error) {
 		stored := make([]*span, len(f.Extents))
 		for i, e := range f.Extents {
 			if e.Kind != formats.Zeros && i != 5 {
@@ -59,11 +60,12 @@ func TestPassExtents(t *testing.T) {
 			}
 		}
 		got := map[*span][][]byte{}
-		fs := &span{}
+		file := objects.NewHasher()
 		again := make([][]objects.Digest, len(f.Extents))
 		var storeErr atomic.Pointer[error]
 		var h spanHasher
-		err := passExtents(context.Background(), bytes.NewReader(data), f, fs, stored, again, &counter{}, &storeErr, func(b batch) {
+		err := passExtents(context.Background(), bytes.NewReader(data), f, stored, again, &counter{}, &storeErr, func(b batch) {
+			file.Write(b.file)
 			h.hash(b)
 			for _, it := range b.items {
 				if len(got[it.s]) <= it.c {
@@ -73,14 +75,14 @@ func TestPassExtents(t *testing.T) {
 			}
 			b.pool.Put(b.bp)
 		})
-		return got, fs, again, stored, err
+		return got, file.Digest(), again, stored, err
 	}
-	got, fs, again, stored, err := run(data)
+	got, fileDigest, again, stored, err := run(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs.digest != objects.Sum(data) {
-		t.Error("file digest is not the digest of the file")
+	if fileDigest != objects.Sum(data) {
+		t.Error("the bytes handed on are not the file's")
 	}
 	for i, s := range stored {
 		if s == nil || s.size == 0 {
@@ -103,7 +105,7 @@ func TestPassExtents(t *testing.T) {
 		t.Errorf("tensor placed again: %v", again[5])
 	}
 
-	for _, at := range []int{2, 7} { // padding in a block, padding at the end
+	for _, at := range []int{2, 7, 8} { // padding in a block, after it, in a chunk
 		bad := bytes.Clone(data)
 		bad[f.Extents[at].Offset] = 1
 		if _, _, _, _, err := run(bad); errs.ClassOf(err) != errs.InvalidArchive {
