@@ -125,7 +125,7 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 
 	var st passState
 	batches := make(chan batch, 1)
-	filed := make(chan batch, 1)
+	filed := make(chan batch)
 	hashed := make(chan struct{})
 	go func() {
 		defer close(filed)
