@@ -64,7 +64,7 @@ func TestPassExtents(t *testing.T) {
 		again := make([][]objects.Digest, len(f.Extents))
 		var storeErr atomic.Pointer[error]
 		var h spanHasher
-		err := passExtents(context.Background(), bytes.NewReader(data), f, stored, again, &counter{}, &storeErr, func(b batch) {
+		err := passExtents(context.Background(), bytes.NewReader(data), f, stored, again, &counter{}, &storeErr, newReadBuffers(), func(b batch) {
 			file.Write(b.file)
 			h.hash(b)
 			for _, it := range b.items {
@@ -73,7 +73,7 @@ func TestPassExtents(t *testing.T) {
 				}
 				got[it.s][it.c] = bytes.Clone(it.data)
 			}
-			b.pool.Put(b.bp)
+			b.pool.put(b.bp)
 		})
 		return got, file.Digest(), again, stored, err
 	}
@@ -237,5 +237,25 @@ func TestFilePassesShareTheWriters(t *testing.T) {
 	}
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS after a failed add: %d, want %d", n, procs)
+	}
+}
+
+// A buffer given back, on any goroutine and however it was resliced, is
+// the next one lent, whole; none is made while one is free.
+func TestBuffersReuse(t *testing.T) {
+	b := buffers{size: 64}
+	first, second := b.get(), b.get()
+	if first == second || len(*first) != 64 || len(*second) != 64 {
+		t.Fatalf("two buffers lent at once: %p (%d bytes) and %p (%d bytes)", first, len(*first), second, len(*second))
+	}
+	done := make(chan struct{})
+	go func() {
+		*first = (*first)[:3]
+		b.put(first)
+		close(done)
+	}()
+	<-done
+	if again := b.get(); again != first || len(*again) != 64 {
+		t.Errorf("lent %p (%d bytes) after %p was given back, want it whole", again, len(*again), first)
 	}
 }
