@@ -87,8 +87,7 @@ type passState struct {
 // directWriters is how many chunks are written at once, by the writers
 // every file pass of an add shares: a direct write waits for the device,
 // and the others keep it busy. One file alone (a model of one large
-// file) has them all: with two writers of its own, the device idled
-// between its writes.
+// file) has them all, where it had two writers of its own.
 const directWriters = 4
 
 // writeQueue is the storing side of the file passes: its writers take
