@@ -22,16 +22,53 @@ const (
 	blockSize   = 1 << 20
 )
 
-// blockPool holds the buffers of blocks (smaller than chunks: three in
-// flight per file, for each file being added).
-var blockPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
+// buffers lends the buffers of one add's reads and takes them back, a
+// buffer given back on any goroutine being the next one lent. A sync.Pool
+// keeps one in each P's private slot, where the reading side's P cannot
+// take it: with the writers' Ps (procs.go), the base add's peak RSS was
+// 30 MB higher from buffers made while others lay there.
+type buffers struct {
+	mu   sync.Mutex
+	size int
+	free []*[]byte
+}
 
-// batch is what the reading side of filePass hands to the storing side:
-// chunks of stored spans, each data a slice of the buffer bp.
+func (b *buffers) get() *[]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := len(b.free); n > 0 {
+		bp := b.free[n-1]
+		b.free = b.free[:n-1]
+		return bp
+	}
+	buf := make([]byte, b.size)
+	return &buf
+}
+
+func (b *buffers) put(bp *[]byte) {
+	*bp = (*bp)[:cap(*bp)]
+	b.mu.Lock()
+	b.free = append(b.free, bp)
+	b.mu.Unlock()
+}
+
+// readBuffers are an add's buffers of chunks and of blocks (of small
+// extents, read together).
+type readBuffers struct{ chunks, blocks buffers }
+
+func newReadBuffers() *readBuffers {
+	return &readBuffers{chunks: buffers{size: objects.ChunkSize}, blocks: buffers{size: blockSize}}
+}
+
+// batch is what the reading side of filePass hands on: file, bytes of the
+// file read in order (a block or a chunk), and the chunks of stored spans
+// in it, each data a slice of the buffer bp, as file is.
 type batch struct {
 	bp    *[]byte
-	pool  *sync.Pool // bp's: bufPool or blockPool
+	pool  *buffers // bp's
+	file  []byte
 	items []batchItem
+	pass  *passState
 }
 
 type batchItem struct {
@@ -40,83 +77,133 @@ type batchItem struct {
 	data []byte
 }
 
-// directWriters is how many of a file's chunks are written at once: a
-// direct write waits for the device, which the other keeps busy.
-const directWriters = 2
+// passState is one file pass's: its batches not yet written, and the
+// first failure to store one (which stops the pass's reading side).
+type passState struct {
+	pending sync.WaitGroup
+	err     atomic.Pointer[error]
+}
+
+// directWriters is how many chunks are written at once, by the writers
+// every file pass of an add shares: a direct write waits for the device,
+// and the others keep it busy. One file alone (a model of one large
+// file) has them all, where it had two writers of its own.
+const directWriters = 4
+
+// writeQueue is the storing side of the file passes: its writers take
+// batches whose spans' whole digests are taken, give each chunk its own
+// digest, store it and give the buffer back. A chunk's digest is taken
+// beside its write, so that the three hashes of a large tensor's byte
+// (file, tensor, chunk) run on three goroutines, the chunks' on several.
+type writeQueue struct {
+	w    *store.BlobWriter
+	prog *counter
+	ch   chan batch
+	wg   sync.WaitGroup
+	bufs *readBuffers // the file passes', given back by the writers
+}
+
+func startWriters(w *store.BlobWriter, prog *counter) *writeQueue {
+	q := &writeQueue{w: w, prog: prog, ch: make(chan batch), bufs: newReadBuffers()}
+	for range directWriters {
+		q.wg.Go(func() {
+			for b := range q.ch {
+				q.store(b)
+			}
+		})
+	}
+	return q
+}
+
+// stop waits for the writers, once every file pass has ended.
+func (q *writeQueue) stop() {
+	close(q.ch)
+	q.wg.Wait()
+}
+
+func (q *writeQueue) store(b batch) {
+	st := b.pass
+	for _, it := range b.items {
+		if st.err.Load() != nil {
+			break
+		}
+		d := objects.Sum(it.data)
+		it.s.chunks[it.c] = d
+		if len(it.s.chunks) == 1 {
+			it.s.digest = d
+		}
+		if _, err := q.w.Put(d, it.data); err != nil {
+			failed := err // only a failure is kept: err itself stays off the heap
+			st.err.Store(&failed)
+		}
+		q.prog.add(int64(len(it.data)))
+	}
+	b.pool.put(b.bp)
+	st.pending.Done()
+}
 
 // filePass reads file f once, in order: every byte goes through the file's
-// hasher and, for the extents that are stored, through its chunk's (and a
-// span's, for a span of several chunks: chunkHasher), and the chunks,
-// hashed and stored, become the span's chunks. The chunks are hashed on a
-// goroutine of their own and written by directWriters more, so that one
-// large file keeps two cores busy while a direct write waits for the
-// device. Padding must be zeros; a tensor placed again is hashed into
-// again, for sameChunks. stored and again are f's, by extent.
-func filePass(ctx context.Context, pool *readerPool, w *store.BlobWriter, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
+// hasher and, for the extents that are stored, through its chunk's (by
+// q's writers) and a span's, for a span of several chunks. Reading, the
+// file's hash and the spans' each have a goroutine: a model of one file
+// (dense) had waited on the one that read and hashed the file. Padding
+// must be zeros; a tensor placed again is hashed into again, for
+// sameChunks. stored and again are f's, by extent.
+func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter) error {
 	r, release, err := pool.acquire(f.Path)
 	if err != nil {
 		return err
 	}
 	defer release()
 
+	var st passState
 	batches := make(chan batch, 1)
-	hashed := make(chan batch)
-	var storeErr atomic.Pointer[error]
-	done := make(chan struct{})
+	filed := make(chan batch)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(filed)
+		file := objects.NewHasher()
+		for b := range batches {
+			file.Write(b.file)
+			filed <- b
+		}
+		fs.digest = file.Digest()
+	}()
 	go func() {
 		defer close(hashed)
-		var h chunkHasher
-		for b := range batches {
+		var h spanHasher
+		for b := range filed {
 			h.hash(b)
-			hashed <- b
+			q.ch <- b
 		}
 	}()
-	var writers sync.WaitGroup
-	for range directWriters {
-		writers.Go(func() {
-			for b := range hashed {
-				for _, it := range b.items {
-					if storeErr.Load() != nil {
-						break
-					}
-					if _, err := w.Put(it.s.chunks[it.c], it.data); err != nil {
-						failed := err // only a failure is kept: err itself stays off the heap
-						storeErr.Store(&failed)
-					}
-					prog.add(int64(len(it.data)))
-				}
-				*b.bp = (*b.bp)[:cap(*b.bp)]
-				b.pool.Put(b.bp)
-			}
-		})
-	}
-	go func() { writers.Wait(); close(done) }()
-	err = passExtents(ctx, r, f, fs, stored, again, prog, &storeErr, func(b batch) { batches <- b })
+	err = passExtents(ctx, r, f, stored, again, prog, &st.err, q.bufs, func(b batch) {
+		st.pending.Add(1)
+		b.pass = &st
+		batches <- b
+	})
 	close(batches)
-	<-done
+	<-hashed
+	st.pending.Wait()
 	if err != nil {
 		return err
 	}
-	if p := storeErr.Load(); p != nil {
+	if p := st.err.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// chunkHasher gives each chunk of the batches it is handed, in order, its
-// digest, and each span its own: its one chunk's, or the digest of all its
-// chunks, hashed as they come. The whole digest is taken here rather than
-// by the reading side, which hashes the file: a large file's three hashes
-// of every byte (file, chunk, tensor) are then split two ways.
-type chunkHasher struct{ whole *objects.Hasher }
+// spanHasher gives each span of several chunks, from the batches it is
+// handed in order, the digest of all its chunks, hashed as they come (a
+// span of one chunk has that chunk's digest: writeQueue.store). It is
+// taken here rather than beside the file's hash.
+type spanHasher struct{ whole *objects.Hasher }
 
-func (h *chunkHasher) hash(b batch) {
+func (h *spanHasher) hash(b batch) {
 	for _, it := range b.items {
-		d := objects.Sum(it.data)
-		it.s.chunks[it.c] = d
 		n := len(it.s.chunks)
 		if n == 1 {
-			it.s.digest = d
 			continue
 		}
 		if it.c == 0 { // passLarge hands a span's chunks over in order, from the first
@@ -129,11 +216,10 @@ func (h *chunkHasher) hash(b batch) {
 	}
 }
 
-// passExtents is filePass's reading side; send hands a batch of chunks of
-// stored spans to the storing side, which gives its buffer back.
-func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, stored []*span, again [][]objects.Digest, prog *counter,
-	storeErr *atomic.Pointer[error], send func(batch)) error {
-	file := objects.NewHasher()
+// passExtents is filePass's reading side; send hands each batch on, every
+// byte of the file in order, and its buffer is given back downstream.
+func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, stored []*span, again [][]objects.Digest, prog *counter,
+	storeErr *atomic.Pointer[error], bufs *readBuffers, send func(batch)) error {
 	read := func(buf []byte, off int64) error {
 		if _, err := r.ReadAt(buf, off); err != nil {
 			return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", f.Path, len(buf), off)
@@ -148,39 +234,37 @@ func passExtents(ctx context.Context, r io.ReaderAt, f fileWork, fs *span, store
 			return nil // filePass reports it
 		}
 		if f.Extents[ei].Size < smallExtent {
-			next, err := passSmall(f, ei, stored, again, prog, file, read, send)
+			next, err := passSmall(f, ei, stored, again, prog, read, &bufs.blocks, send)
 			if err != nil {
 				return err
 			}
 			ei = next
 			continue
 		}
-		if err := passLarge(ctx, f, ei, stored, again, prog, file, read, storeErr, send); err != nil {
+		if err := passLarge(ctx, f, ei, stored, again, prog, read, storeErr, &bufs.chunks, send); err != nil {
 			return err
 		}
 		ei++
 	}
-	fs.digest = file.Digest()
 	return nil
 }
 
 // passSmall reads the extents from ei on that are small, as many as fit a
 // block, in one read, and returns the index of the first extent it left.
-func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter, file *objects.Hasher,
-	read func([]byte, int64) error, send func(batch)) (int, error) {
+func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter,
+	read func([]byte, int64) error, blocks *buffers, send func(batch)) (int, error) {
 	start, end, last := f.Extents[ei].Offset, f.Extents[ei].Offset, ei
 	for last < len(f.Extents) && f.Extents[last].Size < smallExtent && f.Extents[last].Offset+f.Extents[last].Size-start <= blockSize {
 		end = f.Extents[last].Offset + f.Extents[last].Size
 		last++
 	}
-	bp := blockPool.Get().(*[]byte)
+	bp := blocks.get()
 	block := (*bp)[:end-start]
 	if err := read(block, start); err != nil {
-		blockPool.Put(bp)
+		blocks.put(bp)
 		return 0, err
 	}
-	file.Write(block)
-	b := batch{bp: bp, pool: &blockPool}
+	b := batch{bp: bp, pool: blocks, file: block}
 	for k := ei; k < last; k++ {
 		e := f.Extents[k]
 		data := block[e.Offset-start : e.Offset-start+e.Size]
@@ -191,7 +275,7 @@ func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, pro
 			b.items = append(b.items, batchItem{s: s, data: data})
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, data); err != nil {
-				blockPool.Put(bp)
+				blocks.put(bp)
 				return 0, err
 			}
 			prog.add(e.Size)
@@ -206,8 +290,8 @@ func passSmall(f fileWork, ei int, stored []*span, again [][]objects.Digest, pro
 
 // passLarge reads extent ei a chunk at a time, each chunk into a buffer
 // of its own.
-func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter, file *objects.Hasher,
-	read func([]byte, int64) error, storeErr *atomic.Pointer[error], send func(batch)) error {
+func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again [][]objects.Digest, prog *counter,
+	read func([]byte, int64) error, storeErr *atomic.Pointer[error], chunks *buffers, send func(batch)) error {
 	e := f.Extents[ei]
 	s := stored[ei]
 	if s == nil && e.Kind == formats.TensorData {
@@ -221,27 +305,27 @@ func passLarge(ctx context.Context, f fileWork, ei int, stored []*span, again []
 			return nil // filePass reports it
 		}
 		off, n := objects.ChunkBounds(e.Size, c)
-		bp := bufPool.Get().(*[]byte)
+		bp := chunks.get()
 		buf := (*bp)[:n]
 		if err := read(buf, e.Offset+off); err != nil {
-			bufPool.Put(bp)
+			chunks.put(bp)
 			return err
 		}
-		file.Write(buf)
+		b := batch{bp: bp, pool: chunks, file: buf}
 		switch {
 		case s != nil:
-			send(batch{bp: bp, pool: &bufPool, items: []batchItem{{s: s, c: c, data: buf}}})
-			continue
+			b.items = []batchItem{{s: s, c: c, data: buf}}
 		case e.Kind == formats.Zeros:
 			if err := checkZeros(&span{path: f.Path, off: e.Offset}, buf); err != nil {
-				bufPool.Put(bp)
+				chunks.put(bp)
 				return err
 			}
+			prog.add(n)
 		default:
 			again[ei][c] = objects.Sum(buf)
+			prog.add(n)
 		}
-		prog.add(n)
-		bufPool.Put(bp)
+		send(b) // hashed into the file, then given back
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -32,8 +31,6 @@ type hashes struct {
 	files      []*span          // whole files, by file index
 	configJSON []byte
 }
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, objects.ChunkSize); return &b }}
 
 // hashAndStore hashes every tensor, frame and file of the model and writes
 // the chunks the store lacks. Each file is read once, in order (filePass):
@@ -98,6 +95,10 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		defer opts.Progress.Finish()
 	}
 
+	// Direct writes block their threads: the writers get Ps of their own
+	// (procs.go), so that hashing never waits beside an idle CPU.
+	defer addProcs(directWriters)()
+	q := startWriters(w, prog)
 	g, gctx := errgroup.WithContext(ctx)
 	type task struct {
 		size int64
@@ -111,11 +112,11 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		case singleChunkFrame(f) != nil:
 			// Its digest is its one chunk's, filled in by manifest().
 			s := stored[fi][0]
-			tasks = append(tasks, task{f.Size, func() error { return storeChunk(pool, s, w, prog) }})
+			tasks = append(tasks, task{f.Size, func() error { return storeChunk(pool, s, w, &q.bufs.chunks, prog) }})
 		default:
 			again[fi] = make([][]objects.Digest, len(f.Extents))
 			tasks = append(tasks, task{f.Size, func() error {
-				return filePass(gctx, pool, w, f, h.files[fi], stored[fi], again[fi], prog)
+				return filePass(gctx, pool, q, f, h.files[fi], stored[fi], again[fi], prog)
 			}})
 		}
 	}
@@ -140,7 +141,9 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 		}
 		g.Go(t.run)
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	q.stop()
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -183,14 +186,14 @@ func singleChunkFrame(f fileWork) *formats.Extent {
 }
 
 // storeChunk reads, hashes and stores s, a span of one chunk.
-func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, prog *counter) error {
+func storeChunk(pool *readerPool, s *span, w *store.BlobWriter, chunks *buffers, prog *counter) error {
 	r, release, err := pool.acquire(s.path)
 	if err != nil {
 		return err
 	}
 	defer release()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	bp := chunks.get()
+	defer chunks.put(bp)
 	buf := (*bp)[:s.size]
 	if _, err := r.ReadAt(buf, s.off); err != nil {
 		return errs.Wrap(errs.InvalidArchive, "add", err, "%s: read %d bytes at %d", s.path, s.size, s.off)

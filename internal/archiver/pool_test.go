@@ -15,6 +15,22 @@ import (
 	"github.com/mstore/mstore/internal/testmodel"
 )
 
+// openSource opens the model directory root for an add, its files' states
+// taken.
+func openSource(t *testing.T, root string) checkedDir {
+	t.Helper()
+	dir, err := modeldir.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	before, err := statAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkedDir{Dir: dir, before: before}
+}
+
 // TestReaderPoolClosesFiles: hashing a model of many files leaves at most
 // maxIdleFiles of them open, however many there are.
 func TestReaderPoolClosesFiles(t *testing.T) {
@@ -91,21 +107,13 @@ func TestFileStateChecks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
 			p := writeFile(t, filepath.Join(root, "a.bin"), []byte("hello"))
-			dir, err := modeldir.Open(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			before, err := statAll(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := openSource(t, root)
 			change(t, p)
-			f, openErr := checkedDir{Dir: dir, before: before}.Open("a.bin")
+			f, openErr := src.Open("a.bin")
 			if openErr == nil {
 				f.Close()
 			}
-			endErr := checkUnchanged(dir, []fileWork{{File: formats.File{Path: "a.bin"}}}, before)
+			endErr := checkUnchanged(src.Dir, []fileWork{{File: formats.File{Path: "a.bin"}}}, src.before)
 			for what, err := range map[string]error{"open": openErr, "end": endErr} {
 				if want := name != "untouched"; want != (errs.ClassOf(err) == errs.IntegrityError) {
 					t.Errorf("%s: %v", what, err)
@@ -131,15 +139,7 @@ func TestFileDigestIsOfTheStoredBytes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeFile(t, filepath.Join(root, "f.bin"), c.b)
-			dir, err := modeldir.Open(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			before, err := statAll(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := openSource(t, root)
 			l := &formats.Layout{Format: "test", Tensors: []formats.Tensor{{Name: "w", DType: "U8", Shape: []int64{8}, Size: 8}},
 				Files: []formats.File{{Path: "f.bin", Size: 19, Extents: []formats.Extent{
 					{Kind: formats.Frame, Offset: 0, Size: 3},
@@ -150,9 +150,9 @@ func TestFileDigestIsOfTheStoredBytes(t *testing.T) {
 			st := newStore(t)
 			w := st.NewBlobWriter(nil)
 			defer w.Abort()
-			pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
+			pool := newReaderPool(src, nil)
 			defer pool.close()
-			_, err = hashAndStore(context.Background(), pool, l, files, w, Options{})
+			_, err := hashAndStore(context.Background(), pool, l, files, w, Options{})
 			if errs.ClassOf(err) != c.class {
 				t.Fatalf("hashAndStore: %v, want class %v", err, c.class)
 			}
