@@ -162,8 +162,7 @@ func (l *readLog) replay(d formats.Dir) bool {
 	l.seal()
 	asks := l.asks
 	l.mu.Unlock()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	buf := make([]byte, objects.ChunkSize) // once an add: the reads are compared a chunk at a time
 	open := map[string]formats.ReadAtCloser{}
 	defer func() {
 		for _, f := range open {
@@ -198,7 +197,7 @@ func (l *readLog) replay(d formats.Dir) bool {
 			}
 		case askRead:
 			f := open[a.path]
-			if f == nil || !sameRead(f, a, *bp) {
+			if f == nil || !sameRead(f, a, buf) {
 				return false
 			}
 		}
