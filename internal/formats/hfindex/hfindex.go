@@ -165,11 +165,11 @@ func readIndexMetadata(r *strictjson.Reader, idx *Index) error {
 		}
 		seen[key] = true
 		if key != "total_size" {
-			return r.Skip()
+			return r.SkipValue()
 		}
 		r.Peek()
 		at := r.Offset()
-		if err := r.Skip(); err != nil {
+		if err := r.SkipValue(); err != nil {
 			return err
 		}
 		raw := r.Since(at)

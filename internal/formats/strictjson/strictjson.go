@@ -394,14 +394,14 @@ func (r *Reader) Uint(what string) (uint64, error) {
 	return v, nil
 }
 
-// Skip reads any value. Duplicate keys in it are not refused: nothing of
+// SkipValue reads any value. Duplicate keys in it are not refused: nothing of
 // it is kept (encoding/json takes them too).
-func (r *Reader) Skip() error {
+func (r *Reader) SkipValue() error {
 	switch c := r.Peek(); {
 	case c == '{':
-		return r.Object(func(string, int64) error { return r.Skip() })
+		return r.Object(func(string, int64) error { return r.SkipValue() })
 	case c == '[':
-		return r.Array(r.Skip)
+		return r.Array(r.SkipValue)
 	case c == '"':
 		_, err := r.Str()
 		return err

@@ -36,13 +36,13 @@ func decode(r *strictjson.Reader) (any, error) {
 	case '"':
 		return r.Str()
 	case 't', 'f':
-		err := r.Skip()
+		err := r.SkipValue()
 		return c == 't', err
 	case 'n':
-		return nil, r.Skip()
+		return nil, r.SkipValue()
 	default:
 		at := r.Offset()
-		if err := r.Skip(); err != nil {
+		if err := r.SkipValue(); err != nil {
 			return nil, err
 		}
 		return json.Number(r.Since(at)), nil
@@ -118,7 +118,7 @@ func TestErrorsCarryTheOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Skip()
+	err = r.SkipValue()
 	var e *errs.Error
 	if !errors.As(err, &e) || e.Class != errs.SchemaError || e.Offset != 112 || e.Path != "f.json" {
 		t.Fatalf("%v, want schema_error at offset 112 of f.json", err)
