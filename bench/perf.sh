@@ -80,20 +80,25 @@ fresh() {
   warm "$@" "${bins[@]}" "$(command -v cp)"
 }
 
+# settle: after a removal, its blocks' discards (the file system here is
+# mounted with -o discard, which issues them after the commit) are given
+# time before the next timed step, as in checkoutcp.sh.
+settle() { sync; sleep "${SETTLE:-1}"; }
+
 read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small": no family base
 for ((r = 1; r <= runs; r++)); do
   for m in "${steps[@]}"; do
-    rm -rf "$W/cp-$m"; fresh "$M/$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
+    rm -rf "$W/cp-$m"; settle; fresh "$M/$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
     for ((k = 0; k < ${#bins[@]}; k++)); do
       i=$(((k + r) % ${#bins[@]})) # the builds take turns coming first (see checkoutcp.sh)
-      st="$W/store-${names[$i]}-$m"; rm -rf "$st"; fresh "$M/$m"
+      st="$W/store-${names[$i]}-$m"; rm -rf "$st"; settle; fresh "$M/$m"
       measure "${names[$i]}" "add.$m" "'${bins[$i]}' --store '$st' add '$M/$m' --name m --quiet"
     done
     [ "$m" = base ] && continue # the issue's table has no checkout of the base model
-    rm -rf "$W/out-cp-$m"; fresh "$W/cp-$m"; measure cp "checkout.$m" "cp -r '$W/cp-$m' '$W/out-cp-$m'"
+    rm -rf "$W/out-cp-$m"; settle; fresh "$W/cp-$m"; measure cp "checkout.$m" "cp -r '$W/cp-$m' '$W/out-cp-$m'"
     for ((k = 0; k < ${#bins[@]}; k++)); do
       i=$(((k + r) % ${#bins[@]}))
-      st="$W/store-${names[$i]}-$m"; rm -rf "$W/out-$i-$m"; fresh "$st"
+      st="$W/store-${names[$i]}-$m"; rm -rf "$W/out-$i-$m"; settle; fresh "$st"
       measure "${names[$i]}" "checkout.$m" "'${bins[$i]}' --store '$st' checkout m '$W/out-$i-$m' --quiet"
       cmp -s "$W/out-$i-$m/config.json" "$M/$m/config.json" || { echo "checkout of $m by ${names[$i]} differs" >&2; exit 1; }
     done
