@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -42,6 +43,12 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	if path := os.Getenv("MSTORE_TRACE"); path != "" { // a runtime execution trace, for developers (go tool trace)
+		if f, err := os.Create(path); err == nil {
+			trace.Start(f)
+			defer trace.Stop()
+		}
+	}
 	stopMem := func() {}
 	if path := os.Getenv("MSTORE_MEMPROFILE"); path != "" { // the heap at its peak, for developers
 		stopMem = startMemProfile(path)
@@ -52,6 +59,7 @@ func main() {
 		err = stdout.err
 	}
 	pprof.StopCPUProfile()
+	trace.Stop()
 	os.Exit(report(os.Stderr, jsonRequested(os.Args), err))
 }
 
