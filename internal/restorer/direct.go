@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,10 @@ const directAlign = store.DirectAlign
 type directFile struct {
 	out    *os.File
 	direct *os.File // nil: every write goes through out
+	// refused is set when a direct write got EINVAL after all: the jobs
+	// writing the file at once then all go buffered (direct stays open
+	// until Close, as another job may be in a write on it).
+	refused atomic.Bool
 	// writing serializes the buffered writes: to one file they take its
 	// inode lock in the kernel in turn anyway; waiting here parks the
 	// goroutine rather than the thread in the kernel.
@@ -60,7 +65,7 @@ func (d *directFile) Close() error {
 func (d *directFile) writeAt(data []byte, off int64) error {
 	lo := (off + directAlign - 1) &^ (directAlign - 1)
 	hi := (off + int64(len(data))) &^ (directAlign - 1)
-	if d.direct == nil || hi-lo < directMin || !store.Aligned(data[lo-off:]) {
+	if d.direct == nil || d.refused.Load() || hi-lo < directMin || !store.Aligned(data[lo-off:]) {
 		return d.buffered(data, off)
 	}
 	if err := d.buffered(data[:lo-off], off); err != nil {
@@ -68,8 +73,7 @@ func (d *directFile) writeAt(data []byte, off int64) error {
 	}
 	_, err := d.direct.WriteAt(data[lo-off:hi-off], lo)
 	if errors.Is(err, unix.EINVAL) { // refused after all: this file's writes go buffered
-		d.direct.Close()
-		d.direct = nil
+		d.refused.Store(true)
 		err = d.buffered(data[lo-off:hi-off], lo)
 	}
 	if err != nil {

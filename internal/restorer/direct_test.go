@@ -17,12 +17,14 @@ import (
 
 // writeAt puts every byte where it belongs whatever the offset's phase,
 // the run's length and the buffer's alignment, with O_DIRECT and without
-// (a file system that refuses it): runs of a chunk and less at offsets
-// off every block boundary, buffers from directBuffer and unaligned ones.
+// (a file system that refuses it, from the start or after some writes):
+// runs of a chunk and less at offsets off every block boundary, buffers
+// from directBuffer and unaligned ones.
 func TestDirectFileWritesEveryByte(t *testing.T) {
 	dir := t.TempDir()
+	testenv.RequireDirectIO(t, dir)
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, direct := range []bool{true, false} {
+	for _, mode := range []string{"direct", "buffered", "refused midway"} {
 		p := filepath.Join(dir, "out")
 		f, err := os.Create(p)
 		if err != nil {
@@ -34,8 +36,11 @@ func TestDirectFileWritesEveryByte(t *testing.T) {
 		}
 		want := make([]byte, size)
 		df := &directFile{out: f}
-		if direct {
+		if mode != "buffered" {
 			df = openDirect(f)
+			if df.direct == nil {
+				t.Fatal("no O_DIRECT descriptor where the file system has it")
+			}
 		}
 		off := int64(0)
 		for i := 0; off < size; i++ {
@@ -57,6 +62,9 @@ func TestDirectFileWritesEveryByte(t *testing.T) {
 			}
 			directBufs.Put(bp)
 			off += n
+			if mode == "refused midway" && i == 8 {
+				df.refused.Store(true) // as after an EINVAL
+			}
 		}
 		if err := df.Close(); err != nil {
 			t.Fatal(err)
@@ -65,7 +73,7 @@ func TestDirectFileWritesEveryByte(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("direct %v: the file differs from what was written (%v)", direct, err)
+			t.Fatalf("%s: the file differs from what was written (%v)", mode, err)
 		}
 	}
 }
