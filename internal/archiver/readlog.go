@@ -162,7 +162,15 @@ func (l *readLog) replay(d formats.Dir) bool {
 	l.seal()
 	asks := l.asks
 	l.mu.Unlock()
-	buf := make([]byte, objects.ChunkSize) // once an add: the reads are compared a chunk at a time
+	// The reads are compared a chunk at a time at most: most are a
+	// header's few kilobytes, not worth a 4 MiB buffer.
+	longest := int64(0)
+	for _, a := range asks {
+		if a.kind == askRead {
+			longest = max(longest, a.n)
+		}
+	}
+	buf := make([]byte, min(longest, objects.ChunkSize))
 	open := map[string]formats.ReadAtCloser{}
 	defer func() {
 		for _, f := range open {
