@@ -11,23 +11,17 @@
 # store and the model are read before each step (a warm page cache); with
 # DROP_CACHES=1 (root) the page cache is emptied first (see perf.sh).
 set -euo pipefail
-runs=5
-while getopts "n:" o; do
-  case $o in
-    n) runs=$OPTARG ;;
-    *) echo "usage: $0 [-n ROUNDS] STORE MODEL_ROOT NAME... -- BINARY..." >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/steps.sh" # rounds, usage, fresh, step, med
+rounds "[-n ROUNDS] STORE MODEL_ROOT NAME... -- BINARY..." "$@"
 shift $((OPTIND - 1))
 st=$1 root=$2; shift 2
 declare -a names=() bins=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("$1"); shift; done
-[ $# -gt 1 ] || { echo "usage: $0 [-n ROUNDS] STORE MODEL_ROOT NAME... -- BINARY..." >&2; exit 2; }
+[ $# -gt 1 ] || usage "[-n ROUNDS] STORE MODEL_ROOT NAME... -- BINARY..."
 shift
 bins=("$@")
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-. "$(dirname "$0")/steps.sh" # fresh, step, med
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # settle: the last output goes, and its blocks' discards (a file system
 # mounted with -o discard issues them after the commit) are given time

@@ -11,15 +11,10 @@
 # SOURCE_STORE itself. With DROP_CACHES=1 (root) every step starts from an
 # emptied page cache and its input read again (see perf.sh).
 set -euo pipefail
-runs=5
-while getopts "n:" o; do
-  case $o in
-    n) runs=$OPTARG ;;
-    *) echo "usage: $0 [-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..." >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/steps.sh" # rounds, usage, fresh, step, med
+rounds "[-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..." "$@"
 shift $((OPTIND - 1))
-[ $# -ge 4 ] || { echo "usage: $0 [-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..." >&2; exit 2; }
+[ $# -ge 4 ] || usage "[-n ROUNDS] SOURCE_STORE NAME MODEL_DIR BINARY..."
 src=$1 name=$2 model=$3; shift 3
 bins=("$@")
 W=$(mktemp -d)
@@ -31,7 +26,6 @@ for i in "${!bins[@]}"; do
   pids+=($!); urls+=("http://127.0.0.1:$port")
 done
 sleep 1
-. "$(dirname "$0")/steps.sh" # fresh, step, med
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= runs; r++)); do
   rm -rf "$W/cp"; step cp "$model" "cp -rL '$model' '$W/cp'"

@@ -12,22 +12,15 @@
 # again so that none starts cold. The coded bytes of every build are
 # printed too: a faster build that codes to other sizes shows it.
 set -euo pipefail
-runs=5
-while getopts "n:" o; do
-  case $o in
-    n) runs=$OPTARG ;;
-    *) echo "usage: $0 [-n ROUNDS] STORE -- BINARY..." >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/steps.sh" # rounds, usage, med
+rounds "[-n ROUNDS] STORE -- BINARY..." "$@"
 shift $((OPTIND - 1))
+[ $# -ge 3 ] && [ "$2" = -- ] || usage "[-n ROUNDS] STORE -- BINARY..."
 src=$1
-shift
-[ "${1:-}" = -- ] && [ $# -gt 1 ] || { echo "usage: $0 [-n ROUNDS] STORE -- BINARY..." >&2; exit 2; }
-shift
+shift 2
 bins=("$@")
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-. "$(dirname "$0")/steps.sh" # med
 num() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print(d['result'][sys.argv[1]])" "$1"; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= runs; r++)); do

@@ -1,5 +1,22 @@
-# Sourced by pullcp.sh and checkoutcp.sh: one timed step of an interleaved
-# comparison, and the median of its figures. The caller sets W (a work directory) and bins (the builds).
+# Sourced by pullcp.sh, checkoutcp.sh and repack.sh: their options, one
+# timed step of an interleaved comparison, and the median of its figures.
+# The caller sets W (a work directory) and bins (the builds).
+
+# usage ARGS: the script's usage line, then exit 2.
+usage() { echo "usage: $0 $1" >&2; exit 2; }
+
+# rounds ARGS "$@": sets runs from -n ROUNDS (5 without it), or prints the
+# usage line ARGS; the caller then shifts $((OPTIND - 1)).
+rounds() {
+  local args=$1 o; shift
+  runs=5
+  while getopts "n:" o; do
+    case $o in
+      n) runs=$OPTARG ;;
+      *) usage "$args" ;;
+    esac
+  done
+}
 
 # fresh INPUT...: with DROP_CACHES=1 (root) the page cache is emptied
 # first (see perf.sh); then INPUT and the programs (cp and every build)
