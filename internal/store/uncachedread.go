@@ -61,10 +61,16 @@ func (r *BlobReader) readLooseDirect(p string, buf []byte) (done bool, err error
 	if n == len(buf) {
 		return true, nil
 	}
+	return true, short(err)
+}
+
+// short is the error of a read that returned fewer bytes than the blob
+// has: io.ErrUnexpectedEOF where the read itself saw no error.
+func short(err error) error {
 	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
+		return io.ErrUnexpectedEOF
 	}
-	return true, err
+	return err
 }
 
 // readPackedDirect reads len(buf) bytes at off of pack id into buf, with
@@ -86,10 +92,7 @@ func (r *BlobReader) readPackedDirect(id PackID, off int64, buf []byte) (done bo
 		return false, nil
 	}
 	if n < int(off-lo)+len(buf) {
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return true, err
+		return true, short(err)
 	}
 	copy(buf, (*sp)[off-lo:])
 	return true, nil
