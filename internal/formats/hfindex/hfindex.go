@@ -114,21 +114,15 @@ func Parse(p string, b []byte, pkg string) (*Index, error) {
 	if r.Peek() != '{' {
 		return nil, r.Fail(errs.SchemaError, "index is not a JSON object")
 	}
-	var seenMeta, seenMap bool
+	seen := map[string]bool{}
 	err = r.Object(func(key string, keyAt int64) error {
-		var seen *bool
-		switch key {
-		case "metadata":
-			seen = &seenMeta
-		case "weight_map":
-			seen = &seenMap
-		default:
+		switch {
+		case key != "metadata" && key != "weight_map":
 			return r.FailAt(errs.SchemaError, keyAt, "unknown key %q (an index has metadata and weight_map)", key)
-		}
-		if *seen {
+		case seen[key]:
 			return r.FailAt(errs.SchemaError, keyAt, "duplicate key %q", key)
 		}
-		*seen = true
+		seen[key] = true
 		if key == "metadata" {
 			return readIndexMetadata(r, idx)
 		}
@@ -140,7 +134,7 @@ func Parse(p string, b []byte, pkg string) (*Index, error) {
 	if err := r.End(); err != nil {
 		return nil, err
 	}
-	if !seenMap {
+	if !seen["weight_map"] {
 		return nil, errs.At(errs.SchemaError, pkg, p, 0, "index has no weight_map")
 	}
 	if len(idx.Shards) == 0 {
