@@ -27,37 +27,6 @@ import (
 // weight_map of millions of tensors.
 const MaxSize = 100_000_000
 
-// MaxDepth bounds the nesting of objects and arrays in an index (a real
-// one nests two deep), before any of it is decoded.
-const MaxDepth = 64
-
-// tooDeep returns the offset where b nests deeper than MaxDepth, or -1.
-func tooDeep(b []byte) int64 {
-	depth, inString, escaped := 0, false, false
-	for i, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			if depth++; depth > MaxDepth {
-				return int64(i)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return -1
-}
-
 // Index is a parsed shard index.
 type Index struct {
 	Path      string
@@ -102,9 +71,6 @@ func Read(dir formats.Dir, p, pkg string) (*Index, error) {
 func Parse(p string, b []byte, pkg string) (*Index, error) {
 	if !utf8.Valid(b) {
 		return nil, errs.At(errs.SchemaError, pkg, p, 0, "index is not UTF-8")
-	}
-	if at := tooDeep(b); at >= 0 {
-		return nil, errs.At(errs.SizeLimitExceeded, pkg, p, at, "JSON nested deeper than %d levels", MaxDepth)
 	}
 	r, err := strictjson.New(b, 0, pkg, p)
 	if err != nil {

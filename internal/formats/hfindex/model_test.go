@@ -8,6 +8,7 @@ import (
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/formattest"
 	"github.com/mstore/mstore/internal/formats/hfindex"
+	"github.com/mstore/mstore/internal/formats/strictjson"
 )
 
 var kind = hfindex.Kind{
@@ -74,6 +75,23 @@ func TestCheckPlacement(t *testing.T) {
 	} {
 		if _, err := idx.CheckPlacement(fileOf); errs.ClassOf(err) != errs.SchemaError {
 			t.Errorf("%v: %v, want schema_error", fileOf, err)
+		}
+	}
+}
+
+// Nesting deeper than strictjson.MaxDepth anywhere in an index (a
+// metadata value, which is otherwise skipped) is size_limit_exceeded,
+// not a deep recursion; as deep as the limit is taken.
+func TestDeepIndexIsRefused(t *testing.T) {
+	nest := func(n int) []byte {
+		return []byte(`{"metadata":{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `},"weight_map":{"a":"m.st"}}`)
+	}
+	if _, err := hfindex.Parse("m.st.index.json", nest(strictjson.MaxDepth-2), "safetensors"); err != nil {
+		t.Fatalf("nesting at the limit: %v", err)
+	}
+	for _, n := range []int{strictjson.MaxDepth - 1, 100_000} {
+		if _, err := hfindex.Parse("m.st.index.json", nest(n), "safetensors"); errs.ClassOf(err) != errs.SizeLimitExceeded {
+			t.Errorf("nesting %d deep: %v, want size_limit_exceeded", n+2, err)
 		}
 	}
 }
