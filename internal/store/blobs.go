@@ -54,8 +54,8 @@ func (s *Store) KnownBlobs() (*BlobSet, error) {
 }
 
 // BlobWriter writes a batch of new blobs. Put may be called from many
-// goroutines; Commit makes every blob durable under its final name; Abort
-// removes what Commit did not.
+// goroutines; Commit, once every Put has returned, makes every blob
+// durable under its final name; Abort removes what Commit did not.
 type BlobWriter struct {
 	s     *Store
 	known *BlobSet
@@ -63,8 +63,8 @@ type BlobWriter struct {
 	mu      sync.Mutex
 	claimed map[objects.Digest]bool
 	loose   []looseBlob
-	pack    *openPack   // the pack small blobs are appended to
-	packs   []*openPack // full packs, closed
+	idle    []*openPack // open packs that no Put is appending to
+	packs   []*openPack // full packs, closed (or failed: Abort removes them)
 	err     error       // a failed pack write poisons the batch
 	// uncached: see WriteUncached (uncached.go).
 	uncached bool
@@ -163,7 +163,7 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 	w.claimed[d] = true
 	if len(data) < PackThreshold {
 		defer w.mu.Unlock()
-		if err := w.appendToPack(BlobRecord{Digest: d, Size: int64(len(data))}, data); err != nil {
+		if err := w.putPacked(BlobRecord{Digest: d, Size: int64(len(data))}, data); err != nil {
 			w.err = err
 			return false, err
 		}
@@ -200,26 +200,60 @@ func (w *BlobWriter) PutStored(rec BlobRecord, stored []byte) (bool, error) {
 	}
 	w.claimed[rec.Digest] = true
 	rec = BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: rec.Coding, Stored: int64(len(stored)), Base: rec.Base}
-	if err := w.appendToPack(rec, stored); err != nil {
+	if err := w.putPacked(rec, stored); err != nil {
 		w.err = err
 		return false, err
 	}
 	return true, nil
 }
 
-// appendToPack writes rec's stored bytes at the end of the open pack; w.mu
-// is held.
-func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
-	if w.pack == nil {
-		p := &openPack{}
-		rand.Read(p.id[:])
-		p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
-		if err := w.createPack(p); err != nil {
-			return err
-		}
-		w.pack = p
+// putPacked appends rec's stored bytes to an open pack that no other Put
+// is appending to. w.mu is held on entry and on return, and let go while
+// the bytes are copied and written: Puts on several goroutines write
+// several packs at once. (With one pack, written under the lock, the
+// writers of an add of 19,500 small tensors waited on each other's 1 MiB
+// direct writes: one write in flight at a time.)
+func (w *BlobWriter) putPacked(rec BlobRecord, data []byte) error {
+	p, err := w.idlePack()
+	if err != nil {
+		return err
 	}
-	p := w.pack
+	w.mu.Unlock()
+	err = p.add(rec, data)
+	w.mu.Lock()
+	if err == nil && p.size < packTarget {
+		w.idle = append(w.idle, p)
+		return nil
+	}
+	w.packs = append(w.packs, p) // full, or failed: Commit or Abort has it
+	if err != nil {
+		return err
+	}
+	w.mu.Unlock()
+	err = p.close()
+	w.mu.Lock()
+	return err
+}
+
+// idlePack takes an open pack off the idle list, or starts one; w.mu is
+// held.
+func (w *BlobWriter) idlePack() (*openPack, error) {
+	if n := len(w.idle); n > 0 {
+		p := w.idle[n-1]
+		w.idle = w.idle[:n-1]
+		return p, nil
+	}
+	p := &openPack{}
+	rand.Read(p.id[:])
+	p.tmp = filepath.Join(w.s.dir, tmpDir, "pack-"+p.id.String())
+	if err := w.createPack(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// add writes rec's stored bytes at the end of p.
+func (p *openPack) add(rec BlobRecord, data []byte) error {
 	if err := p.append(data); err != nil {
 		return err
 	}
@@ -231,29 +265,34 @@ func (w *BlobWriter) appendToPack(rec BlobRecord, data []byte) error {
 	}
 	p.recs.add(b)
 	p.size += int64(len(data))
-	if p.size >= packTarget {
-		return w.closePack()
-	}
 	return nil
 }
 
-func (w *BlobWriter) closePack() error {
-	if w.pack == nil {
-		return nil
+// closeIdle closes the packs still open; w.mu is held.
+func (w *BlobWriter) closeIdle() error {
+	var err error
+	for _, p := range w.idle {
+		w.packs = append(w.packs, p)
+		err = errors.Join(err, p.close())
 	}
-	p := w.pack
-	w.pack = nil
-	w.packs = append(w.packs, p)
+	w.idle = nil
+	return err
+}
+
+// close writes what p's buffer holds and closes its file.
+func (p *openPack) close() error {
 	if err := p.flush(); err != nil {
 		p.f.Close()
+		p.f = nil
 		return err
 	}
 	p.buf = nil
 	startWriteback(p.f)
-	if err := p.f.Close(); err != nil {
+	err := p.f.Close()
+	p.f = nil
+	if err != nil {
 		return fmt.Errorf("store: close pack: %w", err)
 	}
-	p.f = nil
 	return nil
 }
 
@@ -305,7 +344,7 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	if err := w.closePack(); err != nil {
+	if err := w.closeIdle(); err != nil {
 		return nil, err
 	}
 	if len(w.loose) == 0 && len(w.packs) == 0 {
@@ -366,14 +405,15 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 func (w *BlobWriter) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.pack != nil {
-		w.pack.buf = nil // removed below: not worth writing
-	}
-	w.closePack()
+	w.packs = append(w.packs, w.idle...)
+	w.idle = nil
 	for _, b := range w.loose {
 		w.s.fs.Remove(b.tmp)
 	}
 	for _, p := range w.packs {
+		if p.f != nil { // removed below: what its buffer holds is not worth writing
+			p.f.Close()
+		}
 		w.s.fs.Remove(p.tmp)
 	}
 	w.loose, w.packs = nil, nil

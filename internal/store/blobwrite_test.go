@@ -5,7 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mstore/mstore/internal/objects"
 )
@@ -144,4 +148,106 @@ func TestPackBuffer(t *testing.T) {
 	if left := tempFiles(t, st); len(left) != 0 {
 		t.Fatalf("temp files left by an abort: %v", left)
 	}
+}
+
+// Puts on two goroutines write two packs at once: neither waits for the
+// other's write to end (a write into a pack that waits for a second write
+// to begin would wait forever under one lock). Every blob is then where
+// its record says.
+func TestPutsWritePacksAtOnce(t *testing.T) {
+	g := &writeGate{both: make(chan struct{})}
+	st, err := Open(filepath.Join(t.TempDir(), "store"), true, Options{LockTimeout: time.Second, FS: gateFS{g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := st.NewBlobWriter(nil)
+	defer w.Abort()
+	var blobs [2][][]byte
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for i := range blobs {
+		for k := range 3 {
+			blobs[i] = append(blobs[i], randomBytes(packBuffer-100, uint64(300+10*i+k)))
+		}
+		wg.Go(func() {
+			for _, b := range blobs[i] {
+				if _, err := w.Put(objects.Sum(b), b); err != nil {
+					errc <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	if !g.met.Load() {
+		t.Fatal("no two pack writes were in flight at once")
+	}
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[objects.Digest]BlobRecord{}
+	packs := map[PackID]bool{}
+	for _, r := range recs {
+		at[r.Digest] = r
+		packs[r.Pack] = true
+	}
+	if len(packs) < 2 {
+		t.Fatalf("the blobs went into %d pack, want one per goroutine", len(packs))
+	}
+	for _, b := range append(blobs[0], blobs[1]...) {
+		r := at[objects.Sum(b)]
+		got, err := os.ReadFile(st.PackPath(r.Pack))
+		if err != nil || r.Offset+r.Size > int64(len(got)) || !bytes.Equal(got[r.Offset:r.Offset+r.Size], b) {
+			t.Fatalf("blob %s: record %+v does not hold it (%v)", objects.Sum(b).Short(), r, err)
+		}
+	}
+}
+
+// writeGate holds each pack write until a second one is in flight, or for
+// a few seconds.
+type writeGate struct {
+	n    atomic.Int32
+	both chan struct{}
+	met  atomic.Bool
+}
+
+func (g *writeGate) write() {
+	if g.n.Add(1) == 2 {
+		g.met.Store(true)
+		close(g.both)
+	}
+	select {
+	case <-g.both:
+	case <-time.After(3 * time.Second):
+	}
+	g.n.Add(-1)
+}
+
+type gateFS struct{ g *writeGate }
+
+func (f gateFS) Create(name string) (WritableFile, error) {
+	w, err := OSFS{}.Create(name)
+	if err != nil || !strings.HasPrefix(filepath.Base(name), "pack-") {
+		return w, err
+	}
+	return gatedFile{w, f.g}, nil
+}
+func (gateFS) Rename(o, n string) error { return OSFS{}.Rename(o, n) }
+func (gateFS) Remove(name string) error { return OSFS{}.Remove(name) }
+func (gateFS) MkdirAll(p string) error  { return OSFS{}.MkdirAll(p) }
+func (gateFS) SyncFS(dir string) error  { return nil }
+func (gateFS) SyncDir(dir string) error { return nil }
+
+type gatedFile struct {
+	WritableFile
+	g *writeGate
+}
+
+func (f gatedFile) Write(p []byte) (int, error) {
+	f.g.write()
+	return f.WritableFile.Write(p)
 }
