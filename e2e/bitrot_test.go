@@ -42,7 +42,7 @@ func TestBitRot(t *testing.T) {
 			return err
 		}
 		for _, tg := range tags {
-			m, err := store.Manifest(tx, tg.Digest)
+			m, err := st.Manifest(tx, tg.Digest)
 			if err != nil {
 				return err
 			}

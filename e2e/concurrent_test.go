@@ -241,7 +241,7 @@ func requireDedup(t *testing.T, dir string) {
 			return err
 		}
 		for d := range reach {
-			m, err := store.Manifest(tx, d)
+			m, err := st.Manifest(tx, d)
 			if err != nil {
 				return err
 			}

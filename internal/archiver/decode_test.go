@@ -15,7 +15,6 @@ import (
 	"github.com/mstore/mstore/internal/formats/mpk"
 	"github.com/mstore/mstore/internal/formats/mpk/mpktest"
 	"github.com/mstore/mstore/internal/objects"
-	"github.com/mstore/mstore/internal/store"
 )
 
 // mpkEntries is a valid MPK archive holding elf and so.
@@ -60,7 +59,7 @@ func TestAddCompressedArchive(t *testing.T) {
 		t.Errorf("result %+v", resA)
 	}
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, resA.Digest); return err }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, resA.Digest); return err }); err != nil {
 		t.Fatal(err)
 	}
 	f := m.Files[0]

@@ -325,7 +325,7 @@ func TestGCReportsMissingLiveBlobs(t *testing.T) {
 	}
 	var lost store.BlobRecord
 	f.st.View(func(tx *bolt.Tx) error {
-		m, err := store.Manifest(tx, d)
+		m, err := f.st.Manifest(tx, d)
 		if err != nil {
 			return err
 		}

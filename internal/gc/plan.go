@@ -143,7 +143,7 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			m, err := store.Manifest(tx, d)
+			m, err := st.Manifest(tx, d)
 			if err != nil {
 				// What it needs is unknown: every blob stays (below).
 				p.Unreadable = append(p.Unreadable, Unreadable{Version: d, Error: err.Error()})

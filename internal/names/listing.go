@@ -28,7 +28,7 @@ func LogicalSizes(st *store.Store, ds []objects.Digest) (map[objects.Digest]int6
 	out := make(map[objects.Digest]int64, len(ds))
 	err := st.View(func(tx *bolt.Tx) error {
 		for _, d := range ds {
-			if n, err := logicalBytes(tx, d); err == nil {
+			if n, err := logicalBytes(st, tx, d); err == nil {
 				out[d] = n
 			}
 		}
@@ -37,15 +37,23 @@ func LogicalSizes(st *store.Store, ds []objects.Digest) (map[objects.Digest]int6
 	return out, err
 }
 
-// logicalBytes is the size of version d's files, read from its encoding
-// (objects.PeekLogicalBytes) so that listing thousands of versions does
+// logicalBytes is the size of version d's files, read from its record
+// (store.ManifestLogicalBytes) or the head of its encoding
+// (objects.PeekLogicalBytes), so that listing thousands of versions does
 // not decode thousands of manifests; a manifest in another shape is
 // decoded.
-func logicalBytes(tx *bolt.Tx, d objects.Digest) (int64, error) {
-	if n, ok := objects.PeekLogicalBytes(store.ManifestBytes(tx, d)); ok {
+func logicalBytes(st *store.Store, tx *bolt.Tx, d objects.Digest) (int64, error) {
+	if n, ok := store.ManifestLogicalBytes(tx, d); ok {
 		return n, nil
 	}
-	m, err := store.Manifest(tx, d)
+	b, err := st.ManifestBytes(tx, d)
+	if err != nil {
+		return 0, err
+	}
+	if n, ok := objects.PeekLogicalBytes(b); ok {
+		return n, nil
+	}
+	m, err := objects.DecodeManifest(b)
 	if err != nil {
 		return 0, err
 	}

@@ -36,7 +36,7 @@ func Load(st *store.Store, name string) (objects.Digest, *objects.Manifest, erro
 	}
 	var m *objects.Manifest
 	err = st.View(func(tx *bolt.Tx) error {
-		m, err = store.Manifest(tx, d)
+		m, err = st.Manifest(tx, d)
 		return err
 	})
 	return d, m, err
@@ -84,7 +84,7 @@ func List(st *store.Store) ([]Listing, error) {
 		for _, r := range list {
 			cur := r.Current
 			l := Listing{Name: r.Name, Current: &cur, Tags: append([]string{}, byName[r.Name]...), Entries: r.Entries, Moved: r.Moved}
-			l.LogicalBytes, err = logicalBytes(tx, cur)
+			l.LogicalBytes, err = logicalBytes(st, tx, cur)
 			if err != nil {
 				l.Unreadable = err.Error()
 			}

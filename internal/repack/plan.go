@@ -56,7 +56,7 @@ func NewPlan(ctx context.Context, st *store.Store) (*Plan, error) {
 	versions := map[objects.Digest]*version{}
 	err := st.View(func(tx *bolt.Tx) error {
 		err := store.ForEachManifest(tx, func(d objects.Digest) error {
-			m, err := store.Manifest(tx, d)
+			m, err := st.Manifest(tx, d)
 			if err != nil {
 				p.Unreadable = append(p.Unreadable, d.String())
 				return nil

@@ -104,7 +104,7 @@ func TestRepackCodesAndFindsDeltaBases(t *testing.T) {
 	recs := storetest.BlobRecords(t, st)
 	var baseChunks = map[objects.Digest]bool{}
 	var m *objects.Manifest
-	st.View(func(tx *bolt.Tx) error { m, err = store.Manifest(tx, db); return err })
+	st.View(func(tx *bolt.Tx) error { m, err = st.Manifest(tx, db); return err })
 	for _, tn := range m.Tensors {
 		for _, c := range tn.Chunks {
 			baseChunks[c] = true
@@ -266,7 +266,7 @@ func TestDeltaBaseHint(t *testing.T) {
 		t.Fatalf("repack: %+v %v", res, err)
 	}
 	var m *objects.Manifest
-	st.View(func(tx *bolt.Tx) error { var err error; m, err = store.Manifest(tx, db); return err })
+	st.View(func(tx *bolt.Tx) error { var err error; m, err = st.Manifest(tx, db); return err })
 	chunks := map[objects.Digest]bool{}
 	for _, tn := range m.Tensors {
 		for _, c := range tn.Chunks {

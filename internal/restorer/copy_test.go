@@ -38,7 +38,7 @@ func mixedModel(t *testing.T) (*store.Store, string, objects.Digest, *objects.Ma
 		t.Fatal(err)
 	}
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, res.Digest); return }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, res.Digest); return }); err != nil {
 		t.Fatal(err)
 	}
 	return st, dir, res.Digest, m
@@ -223,7 +223,7 @@ func TestCopyBufferedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *objects.Manifest
-	st2.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, res2.Digest); return })
+	st2.View(func(tx *bolt.Tx) (err error) { m, err = st2.Manifest(tx, res2.Digest); return })
 	f := m.File("model.gguf")
 	if f == nil {
 		t.Fatalf("no model.gguf in %+v", m.Files)

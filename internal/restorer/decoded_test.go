@@ -59,7 +59,7 @@ func codedStore(t *testing.T) (*store.Store, objects.Digest, map[string][]byte) 
 func TestCheckoutDecodesCodedBlobsInPlace(t *testing.T) {
 	st, d, files := codedStore(t)
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return }); err != nil {
 		t.Fatal(err)
 	}
 	codings := map[store.Coding]int{}
@@ -110,7 +110,7 @@ func TestCheckoutRefusesDamagedCodedBlobs(t *testing.T) {
 			var m *objects.Manifest
 			recs := map[objects.Digest]store.BlobRecord{}
 			err := st.View(func(tx *bolt.Tx) (err error) {
-				if m, err = store.Manifest(tx, d); err != nil {
+				if m, err = st.Manifest(tx, d); err != nil {
 					return err
 				}
 				return store.ForEachBlob(tx, func(r store.BlobRecord) error { recs[r.Digest] = r; return nil })

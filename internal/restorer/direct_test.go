@@ -11,7 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/objects"
-	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testenv"
 )
 
@@ -90,7 +89,7 @@ func TestCheckoutWritesDecodedBlobsUncached(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return }); err != nil {
 		t.Fatal(err)
 	}
 	inside := 0

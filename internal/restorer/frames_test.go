@@ -10,7 +10,6 @@ import (
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
-	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestStoredFrames(t *testing.T) {
 	st, dir, d := added(t, testmodel.Spec{Layers: 1, Hidden: 8, Vocab: 16, DType: "F32", Seed: 3})
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return }); err != nil {
 		t.Fatal(err)
 	}
 	frames := storedFrames(st, m)

@@ -164,7 +164,7 @@ func manifestOf(t *testing.T, st *store.Store, d objects.Digest) *objects.Manife
 	t.Helper()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {
-		m, err = store.Manifest(tx, d)
+		m, err = st.Manifest(tx, d)
 		return err
 	}); err != nil {
 		t.Fatal(err)

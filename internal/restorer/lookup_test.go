@@ -12,7 +12,6 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
-	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
 )
 
@@ -39,7 +38,7 @@ func TestCheckoutFindsEachPieceItsRecord(t *testing.T) {
 		}
 	}
 	var m *objects.Manifest
-	st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return })
+	st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return })
 	for _, victim := range []objects.Digest{m.Tensors[0].Chunks[0], m.Tensors[len(m.Tensors)-1].Chunks[0]} {
 		st2, _, d2 := added(t, testmodel.Tiny)
 		if d2 != d {

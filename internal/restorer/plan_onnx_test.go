@@ -100,7 +100,7 @@ func addedONNX(t *testing.T) (*store.Store, string, objects.Digest) {
 func onnxTensorDigests(t *testing.T, st *store.Store, d objects.Digest) map[string]objects.Digest {
 	t.Helper()
 	var m *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return }); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]objects.Digest{}

@@ -75,7 +75,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	defer building()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {
-		m, err = store.Manifest(tx, d)
+		m, err = st.Manifest(tx, d)
 		return err
 	}); err != nil {
 		return nil, err

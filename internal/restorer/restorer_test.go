@@ -131,7 +131,7 @@ func TestReshardAndSubset(t *testing.T) {
 	}
 	tensorsOf := func(d objects.Digest) []objects.Tensor {
 		var m *objects.Manifest
-		st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return })
+		st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return })
 		return m.Tensors
 	}
 	a, b := tensorsOf(d), tensorsOf(back.Digest)
@@ -162,7 +162,7 @@ func TestReshardAndSubset(t *testing.T) {
 func TestCorruptBlobLeavesNoDestination(t *testing.T) {
 	st, _, d := added(t, testmodel.Tiny)
 	var m *objects.Manifest
-	st.View(func(tx *bolt.Tx) (err error) { m, err = store.Manifest(tx, d); return })
+	st.View(func(tx *bolt.Tx) (err error) { m, err = st.Manifest(tx, d); return })
 	var rec store.BlobRecord
 	st.View(func(tx *bolt.Tx) (err error) { rec, _, err = store.Blob(tx, m.Tensors[3].Chunks[0]); return })
 	victim := st.PackPath(rec.Pack)

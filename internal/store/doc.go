@@ -2,7 +2,8 @@
 // the temp area beside them.
 //
 //	DIR/
-//	  index.db         bbolt: format record, blob records, manifests, refs, tags,
+//	  index.db         bbolt: format record, blob records, manifests (a stub
+//	                   each: the bytes are the manifest's blob), refs, tags,
 //	                   suspect blobs (what fsck found bad, until an add heals it)
 //	  journal          append-only: ref moves, tags, trims, ref removals, which
 //	                   blobs are manifests, where packed blobs lie (internal/journal)
@@ -26,7 +27,8 @@
 // exists only once complete.
 //
 // index.db is never the only copy of what it records. Every manifest is
-// also a blob (the add writes it with the model's blobs), and every write
+// a blob (the add writes it with the model's blobs; the index keeps a stub
+// of its size and logical bytes, PutManifest), and every write
 // transaction first appends what it changes that the blob files cannot tell
 // to the journal, fsynced before the commit (Update). RebuildIndex rebuilds
 // a lost or damaged index from the blob files, the pack files and the

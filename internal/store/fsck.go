@@ -168,15 +168,19 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	if err := s.checkFormat(tx); err != nil {
 		return err
 	}
+	manifests := tx.Bucket(bucketManifests)
 	err := tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
 		d := objects.Digest(k)
 		rec, err := decodeBlobRecord(d, v)
+		// A manifest's blob is one loose file whatever its size (28 MB for
+		// 100,000 tensors); every other blob is at most a chunk.
+		manifest := rec.Encoding == EncodingRaw && !rec.Coded() && len(k) == len(d) && manifests.Get(k) != nil
 		switch {
 		case len(k) != len(d):
 			corrupt("index", fmt.Sprintf("%x", k), "blob record under a key of %d bytes", len(k))
 		case err != nil:
 			corrupt("blob", d.String(), "%v", err)
-		case rec.Size > objects.ChunkSize || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
+		case rec.Size > objects.ChunkSize && !manifest || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
 			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, raw packed blobs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
 		default:
 			st.recs[d] = rec
@@ -188,13 +192,16 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	}
 	err = ForEachManifest(tx, func(d objects.Digest) error {
 		r.Manifests++
-		m, err := Manifest(tx, d)
+		size, _ := ManifestSize(tx, d)
+		self := need{d, size, "the manifest itself (its copy for `fsck --rebuild-index`)"}
+		m, err := s.Manifest(tx, d)
 		if err != nil {
 			corrupt("manifest", d.String(), "%v", err)
 			st.unreadable = append(st.unreadable, d)
+			st.needs[d] = []need{self} // its bytes are its blob's: a damaged blob names the version
 			return nil
 		}
-		st.needs[d] = append(manifestNeeds(m), need{d, int64(len(tx.Bucket(bucketManifests).Get(d[:]))), "the manifest itself (its copy for `fsck --rebuild-index`)"})
+		st.needs[d] = append(manifestNeeds(m), self)
 		return nil
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func TestManifestOutlivesItsTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { got, err = Manifest(tx, d); return err }); err != nil {
+	if err := st.View(func(tx *bolt.Tx) (err error) { got, err = st.Manifest(tx, d); return err }); err != nil {
 		t.Fatal(err)
 	}
 	// The index is closed and unmapped now; write to it, too, so that a

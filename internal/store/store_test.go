@@ -213,7 +213,7 @@ func TestRecordsAndManifestLookup(t *testing.T) {
 		if err != nil || !ok || got != rec {
 			t.Fatalf("Blob = %v %v %v", got, ok, err)
 		}
-		if _, err := Manifest(tx, d); err != nil {
+		if _, err := st.Manifest(tx, d); err != nil {
 			t.Fatal(err)
 		}
 		idx := ManifestIndex{Tx: tx}
@@ -222,7 +222,7 @@ func TestRecordsAndManifestLookup(t *testing.T) {
 				t.Fatalf("prefix %s: %v", prefix, got)
 			}
 		}
-		if _, err := Manifest(tx, objects.Sum([]byte("other"))); !errors.Is(err, errs.NotFound) {
+		if _, err := st.Manifest(tx, objects.Sum([]byte("other"))); !errors.Is(err, errs.NotFound) {
 			t.Fatalf("unknown manifest: %v", err)
 		}
 		return nil

@@ -120,9 +120,9 @@ func (r *Remote) PutBlobs(ctx context.Context, blobs []remote.Blob) error {
 // GetManifest implements remote.Remote.
 func (r *Remote) GetManifest(ctx context.Context, d objects.Digest) ([]byte, error) {
 	var b []byte
-	err := r.st.View(func(tx *bolt.Tx) error {
-		b = store.ManifestBytes(tx, d)
-		return nil
+	err := r.st.View(func(tx *bolt.Tx) (err error) {
+		b, err = r.st.ManifestBytes(tx, d)
+		return err
 	})
 	if err == nil && b == nil {
 		err = remote.NoManifest(r.where(), d)
@@ -161,7 +161,7 @@ func (r *Remote) PutManifest(ctx context.Context, d objects.Digest, encoded []by
 		if err := store.RecordBlobs(tx, copyRecs); err != nil {
 			return err
 		}
-		created = store.ManifestBytes(tx, d) == nil
+		created = !(store.ManifestIndex{Tx: tx}).HasManifest(d)
 		return store.PutManifest(tx, d, encoded)
 	})
 	return created && err == nil, err
