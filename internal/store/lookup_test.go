@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -60,36 +61,60 @@ func TestRecordsInOrder(t *testing.T) {
 }
 
 // A manifest read in a transaction stays whole after it (store.Manifest
-// decodes the index's bytes in place, which die with the transaction and
-// its mapping): reading it afterwards neither faults nor differs.
+// decodes the index's bytes, or the mapping of its blob file, in place;
+// both die when it returns): reading it afterwards neither faults nor
+// differs. The second manifest's blob is loose (more than a pack's
+// threshold), so it is read through a mapping.
 func TestManifestOutlivesItsTransaction(t *testing.T) {
-	st := newStore(t)
-	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "safetensors", Files: []objects.File{}}
-	for i := range 50 {
-		data := fmt.Append(nil, "tensor ", i)
-		d := objects.Sum(data)
-		m.Tensors = append(m.Tensors, objects.Tensor{Name: fmt.Sprint("layer.", i, ".weight"), DType: "F32", Shape: []int64{int64(len(data))},
-			Size: int64(len(data)), Digest: d, Chunks: []objects.Digest{d}})
-	}
-	d, enc, err := m.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Update(func(tx *bolt.Tx) error { return PutManifest(tx, d, enc) }); err != nil {
-		t.Fatal(err)
-	}
-	var got *objects.Manifest
-	if err := st.View(func(tx *bolt.Tx) (err error) { got, err = st.Manifest(tx, d); return err }); err != nil {
-		t.Fatal(err)
-	}
-	// The index is closed and unmapped now; write to it, too, so that a
-	// reused mapping would hold other bytes.
-	if err := st.Update(func(tx *bolt.Tx) error {
-		return RecordBlobs(tx, []BlobRecord{{Digest: objects.Sum([]byte("x")), Size: 1, Encoding: EncodingRaw}})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if again, err := got.Encode(); err != nil || string(again) != string(enc) {
-		t.Fatalf("the manifest read changed after its transaction (err %v)", err)
+	for _, meta := range []string{"", strings.Repeat("m", PackThreshold)} {
+		st := newStore(t)
+		m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "safetensors", Files: []objects.File{}}
+		if meta != "" {
+			m.Meta = map[string]string{"note": meta}
+		}
+		for i := range 50 {
+			data := fmt.Append(nil, "tensor ", i)
+			d := objects.Sum(data)
+			m.Tensors = append(m.Tensors, objects.Tensor{Name: fmt.Sprint("layer.", i, ".weight"), DType: "F32", Shape: []int64{int64(len(data))},
+				Size: int64(len(data)), Digest: d, Chunks: []objects.Digest{d}})
+		}
+		d, enc, err := m.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var copyRecs []BlobRecord
+		if meta != "" {
+			if copyRecs, err = st.WriteManifestBlob(d, enc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Update(func(tx *bolt.Tx) error {
+			if err := RecordBlobs(tx, copyRecs); err != nil {
+				return err
+			}
+			return PutManifest(tx, d, enc)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var got *objects.Manifest
+		if err := st.View(func(tx *bolt.Tx) (err error) {
+			if _, stubbed := ManifestLogicalBytes(tx, d); stubbed != (meta != "") {
+				t.Fatalf("meta %d bytes: a stub %v", len(meta), stubbed)
+			}
+			got, err = st.Manifest(tx, d)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The index is closed and unmapped now; write to it, too, so that a
+		// reused mapping would hold other bytes.
+		if err := st.Update(func(tx *bolt.Tx) error {
+			return RecordBlobs(tx, []BlobRecord{{Digest: objects.Sum([]byte("x")), Size: 1, Encoding: EncodingRaw}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := got.Encode(); err != nil || string(again) != string(enc) {
+			t.Fatalf("the manifest read changed after its transaction (err %v)", err)
+		}
 	}
 }

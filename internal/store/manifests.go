@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
@@ -68,50 +72,101 @@ func stub(v []byte) (size, logical int64, ok bool) {
 
 // Manifest reads and decodes the manifest d, checking its digest.
 func (s *Store) Manifest(tx *bolt.Tx, d objects.Digest) (*objects.Manifest, error) {
-	v, err := s.ManifestBytes(tx, d)
-	if err != nil {
-		return nil, err
-	}
-	if v == nil {
+	var m *objects.Manifest
+	err := s.withManifest(tx, d, func(b []byte) (err error) {
+		// The decoded manifest copies what it keeps
+		// (TestManifestOutlivesItsTransaction): b may be a mapping.
+		m, err = objects.DecodeManifest(b)
+		return err
+	})
+	if errors.Is(err, errNoManifest) {
 		return nil, errs.New(errs.NotFound, "store", "no manifest %s in this store", d.Short())
 	}
-	return objects.DecodeManifest(v)
+	return m, err
 }
 
 // ManifestBytes returns the encoded manifest d, checked against its
-// digest, or nil if there is none. The bytes are the caller's: read from
-// blob d for a stub, else a copy of the index's.
+// digest, or nil if there is none. The bytes are the caller's.
 func (s *Store) ManifestBytes(tx *bolt.Tx, d objects.Digest) ([]byte, error) {
-	v := tx.Bucket(bucketManifests).Get(d[:])
-	if v == nil {
+	var out []byte
+	err := s.withManifest(tx, d, func(b []byte) error {
+		out = bytes.Clone(b)
+		return nil
+	})
+	if errors.Is(err, errNoManifest) {
 		return nil, nil
 	}
-	if size, _, ok := stub(v); ok {
-		return s.readManifestBlob(tx, d, size)
-	}
-	if err := objects.Verify(v, d, "manifest "+d.Short()); err != nil {
-		return nil, err
-	}
-	return bytes.Clone(v), nil
+	return out, err
 }
 
-// readManifestBlob reads the bytes of manifest d, of size bytes, from blob
-// d (BlobReader.Read checks the digest).
-func (s *Store) readManifestBlob(tx *bolt.Tx, d objects.Digest, size int64) ([]byte, error) {
+var errNoManifest = errors.New("store: no such manifest")
+
+// withManifest calls fn with the checked bytes of manifest d, valid until
+// fn returns: the index's, or blob d's for a stub.
+func (s *Store) withManifest(tx *bolt.Tx, d objects.Digest, fn func([]byte) error) error {
+	v := tx.Bucket(bucketManifests).Get(d[:])
+	if v == nil {
+		return errNoManifest
+	}
+	size, _, ok := stub(v)
+	if !ok {
+		if err := objects.Verify(v, d, "manifest "+d.Short()); err != nil {
+			return err
+		}
+		return fn(v)
+	}
 	rec, ok, err := Blob(tx, d)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok || rec.Size != size {
-		return nil, errs.New(errs.IntegrityError, "store", "manifest %s: its blob is not recorded as its %d bytes (run `mstore fsck`)", d.Short(), size)
+		return errs.New(errs.IntegrityError, "store", "manifest %s: its blob is not recorded as its %d bytes (run `mstore fsck`)", d.Short(), size)
 	}
-	r := s.NewBlobReader()
-	defer r.Close()
-	b, err := r.Read(rec, nil)
+	if err := s.withBlob(rec, fn); err != nil {
+		return errs.Wrap(errs.IntegrityError, "store", err, "manifest %s", d.Short())
+	}
+	return nil
+}
+
+// withBlob calls fn with blob rec's bytes, checked against its digest. A
+// loose raw blob is mapped, not read: a manifest of 100,000 tensors (28
+// MB) is decoded from the page cache, as it was from the index's mapping,
+// and leaves no copy on the heap for a checkout to carry while it plans.
+func (s *Store) withBlob(rec BlobRecord, fn func([]byte) error) (err error) {
+	if rec.Encoding != EncodingRaw || rec.Coded() || rec.Size == 0 {
+		r := s.NewBlobReader()
+		defer r.Close()
+		b, err := r.Read(rec, nil)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	}
+	f, err := os.Open(s.BlobPath(rec.Digest))
 	if err != nil {
-		return nil, errs.Wrap(errs.IntegrityError, "store", err, "manifest %s", d.Short())
+		return errs.Wrap(errs.IntegrityError, "store", err, "blob %s (run `mstore fsck`)", rec.Digest.Short())
 	}
-	return b, nil
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || info.Size() != rec.Size {
+		return errs.New(errs.IntegrityError, "store", "blob %s: its file is not its %d recorded bytes (run `mstore fsck`)", rec.Digest.Short(), rec.Size)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(rec.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("store: map blob %s: %w", rec.Digest.Short(), err)
+	}
+	defer unix.Munmap(m)
+	// A read error of the device faults in the mapping: it is the blob's.
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if p := recover(); p != nil {
+			err = errs.New(errs.IntegrityError, "store", "blob %s: reading it failed: %v (run `mstore fsck`)", rec.Digest.Short(), p)
+		}
+	}()
+	if err := objects.Verify(m, rec.Digest, "blob "+rec.Digest.Short()); err != nil {
+		return err
+	}
+	return fn(m)
 }
 
 // ManifestSize is the length of manifest d's encoding, if it is recorded.
