@@ -212,13 +212,14 @@ func TestPutsWritePacksAtOnce(t *testing.T) {
 type writeGate struct {
 	n    atomic.Int32
 	both chan struct{}
+	once sync.Once
 	met  atomic.Bool
 }
 
 func (g *writeGate) write() {
 	if g.n.Add(1) == 2 {
 		g.met.Store(true)
-		close(g.both)
+		g.once.Do(func() { close(g.both) })
 	}
 	select {
 	case <-g.both:
