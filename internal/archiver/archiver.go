@@ -140,6 +140,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	w.SyncAhead() // the disk flushes the blobs while the manifest is built
 	if err := verifyStored(codec, claimed, layout, files, h, pool, log); err != nil {
 		return nil, err
 	}

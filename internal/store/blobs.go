@@ -66,6 +66,7 @@ type BlobWriter struct {
 	idle    []*openPack // open packs that no Put is appending to
 	packs   []*openPack // full packs, closed (or failed: Abort removes them)
 	err     error       // a failed pack write poisons the batch
+	ahead   chan error  // SyncAhead's syncfs, which Commit waits for
 	// uncached: see WriteUncached (uncached.go).
 	uncached bool
 }
@@ -335,12 +336,35 @@ func (p *openPack) write(b []byte) error {
 	return nil
 }
 
+// SyncAhead starts a sync of the filesystem in the background, for what
+// has been written so far (the open packs keep their last partial buffer,
+// so that blobs put later still share them): Commit waits for it and fails
+// with its error (a sync reports a write's failure once), and its own sync
+// then has only what came after to flush. An add calls it once the
+// model's blobs are written, so that the disk flushes them while the
+// manifest is built.
+func (w *BlobWriter) SyncAhead() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.ahead != nil {
+		return
+	}
+	w.ahead = make(chan error, 1)
+	go func(done chan<- error) { done <- w.s.syncAll() }(w.ahead)
+}
+
 // Commit makes the batch durable: one sync of the filesystem for the temp
 // files' bytes, the renames, one more for the directory entries. It returns
 // the records to put in the index.
 func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ahead != nil {
+		if err := <-w.ahead; err != nil && w.err == nil {
+			w.err = err
+		}
+		w.ahead = nil
+	}
 	if w.err != nil {
 		return nil, w.err
 	}

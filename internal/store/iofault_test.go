@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mstore/mstore/internal/archiver"
 	"github.com/mstore/mstore/internal/names"
+	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/store/storetest"
 )
@@ -103,4 +105,38 @@ func errnoName(e syscall.Errno) string {
 		return "ENOSPC"
 	}
 	return fmt.Sprint(int(e))
+}
+
+// A failure of SyncAhead's sync fails Commit, though Commit's own sync
+// succeeds: a sync reports a write's failure once, and the blobs it was
+// to make durable must not be recorded. Nothing is left in tmp/.
+func TestSyncAheadFailureFailsCommit(t *testing.T) {
+	t.Parallel()
+	blobs := [][]byte{[]byte("a small blob, packed"), bytes.Repeat([]byte("loose"), store.PackThreshold/4)}
+	put := func(st *store.Store) *store.BlobWriter {
+		w := st.NewBlobWriter(nil)
+		for _, b := range blobs {
+			if _, err := w.Put(objects.Sum(b), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w
+	}
+	counter := &storetest.FaultFS{}
+	w := put(openWith(t, filepath.Join(t.TempDir(), "store"), counter))
+	n := len(counter.Calls())
+	w.Abort()
+
+	fault := &storetest.FaultFS{FailAt: n + 1, Errno: syscall.EIO}
+	dir := filepath.Join(t.TempDir(), "store")
+	w = put(openWith(t, dir, fault))
+	w.SyncAhead()
+	_, err := w.Commit()
+	w.Abort()
+	if !errors.Is(err, syscall.EIO) || fault.Fired() != storetest.OpSyncFS {
+		t.Fatalf("commit after a failed SyncAhead: %v (failed call %q), want EIO from syncfs", err, fault.Fired())
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
+		t.Fatalf("temp files left: %v", left)
+	}
 }
