@@ -25,6 +25,7 @@ import (
 	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/gcpace"
 	"github.com/mstore/mstore/internal/modeldir"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
@@ -104,7 +105,12 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	src := checkedDir{Dir: dir, before: before}
+	// The parse builds the layout, which the add keeps: the headers of
+	// 19,500 tensors took three collections at the default target, one
+	// at gcpace's.
+	parsing := gcpace.Raise()
 	layout, parsed, log, err := parse(codec, src, claimed)
+	parsing()
 	if err != nil {
 		return nil, err
 	}

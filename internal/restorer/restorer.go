@@ -15,6 +15,7 @@ import (
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
+	"github.com/mstore/mstore/internal/gcpace"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
 	"github.com/mstore/mstore/internal/store"
@@ -71,7 +72,7 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 		return nil, err
 	}
 	defer lock.Unlock()
-	building := raiseGCPercent()
+	building := gcpace.Raise()
 	defer building()
 	var m *objects.Manifest
 	if err := st.View(func(tx *bolt.Tx) (err error) {

@@ -1,17 +1,17 @@
-package restorer
+package gcpace
 
 import (
 	"runtime/debug"
 	"testing"
 )
 
-// raiseGCPercent holds the building target while any checkout holds it,
+// Raise holds the building target while any checkout holds it,
 // and the last release, however often it is called, gives back the
 // setting from before; a process that set a lazier one keeps it.
 func TestRaiseGCPercentRestores(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	a := raiseGCPercent()
-	b := raiseGCPercent()
+	a := Raise()
+	b := Raise()
 	if got := debug.SetGCPercent(buildingGCPercent); got != buildingGCPercent {
 		t.Fatalf("while held: GC percent %d", got)
 	}
@@ -25,7 +25,7 @@ func TestRaiseGCPercentRestores(t *testing.T) {
 		t.Fatalf("all released: GC percent %d, want 100", got)
 	}
 	debug.SetGCPercent(-1)
-	c := raiseGCPercent()
+	c := Raise()
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Fatalf("GC off, held: GC percent %d", got)
 	}
