@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"encoding/binary"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -207,4 +208,23 @@ func TestParseIndependentFiles(t *testing.T) {
 	files["c.safetensors"] = files["a.safetensors"]
 	_, err = parseFiles(files)
 	checkRefusal(t, err, errs.SchemaError, `tensor "a" is also in a.safetensors`)
+}
+
+// Shards' headers are read two at a time, but a refusal is always that of
+// the first bad shard in path order, as a parse one shard at a time gives.
+func TestParseRefusesTheFirstBadShard(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 6 {
+		files[fmt.Sprintf("s%d.safetensors", i)] = rawFile(fmt.Sprintf(`{"t%d":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, i), []byte{1})
+	}
+	files["s3.safetensors"] = lengthOnly(1<<40, "")["model.safetensors"]
+	files["s4.safetensors"] = rawFile(`{"t4":{"dtype":"U8","shape":[2],"data_offsets":[0,1]}}`, []byte{1})
+	files["s5.safetensors"] = []byte{1, 2}
+	for range 20 {
+		_, err := parseFiles(files)
+		checkRefusal(t, err, errs.SizeLimitExceeded, "s3.safetensors")
+	}
+	delete(files, "s3.safetensors")
+	_, err := parseFiles(files)
+	checkRefusal(t, err, errs.SchemaError, "s4.safetensors")
 }
