@@ -64,6 +64,9 @@ type BlobWriter struct {
 	claimed map[objects.Digest]bool
 	loose   []looseBlob
 	idle    []*openPack // open packs that no Put is appending to
+	open    int         // open packs, idle or being appended to
+	packed  int64       // bytes put into packs
+	turn    sync.Cond   // on mu: a pack went back to idle or was closed
 	packs   []*openPack // full packs, closed (or failed: Abort removes them)
 	err     error       // a failed pack write poisons the batch
 	ahead   chan error  // SyncAhead's syncfs, which Commit waits for
@@ -146,7 +149,9 @@ func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
 	if known == nil {
 		known = &BlobSet{}
 	}
-	return &BlobWriter{s: s, known: known, claimed: map[objects.Digest]bool{}}
+	w := &BlobWriter{s: s, known: known, claimed: map[objects.Digest]bool{}}
+	w.turn.L = &w.mu
+	return w
 }
 
 // Put stores data as blob d unless the store or the batch already has it,
@@ -208,6 +213,12 @@ func (w *BlobWriter) PutStored(rec BlobRecord, stored []byte) (bool, error) {
 	return true, nil
 }
 
+// packsAtOnceFrom is how many bytes a batch puts into packs before Puts
+// on several goroutines open packs of their own: until then they take
+// turns at one, so that an add of a small model leaves one pack, not one
+// per writer.
+const packsAtOnceFrom = 8 << 20
+
 // putPacked appends rec's stored bytes to an open pack that no other Put
 // is appending to. w.mu is held on entry and on return, and let go while
 // the bytes are copied and written: Puts on several goroutines write
@@ -222,10 +233,13 @@ func (w *BlobWriter) putPacked(rec BlobRecord, data []byte) error {
 	w.mu.Unlock()
 	err = p.add(rec, data)
 	w.mu.Lock()
+	w.packed += int64(len(data))
+	defer w.turn.Signal()
 	if err == nil && p.size < packTarget {
 		w.idle = append(w.idle, p)
 		return nil
 	}
+	w.open--
 	w.packs = append(w.packs, p) // full, or failed: Commit or Abort has it
 	if err != nil {
 		return err
@@ -236,9 +250,16 @@ func (w *BlobWriter) putPacked(rec BlobRecord, data []byte) error {
 	return err
 }
 
-// idlePack takes an open pack off the idle list, or starts one; w.mu is
+// idlePack takes an open pack off the idle list, or starts one (waiting
+// for its turn at the one open pack while the batch is small); w.mu is
 // held.
 func (w *BlobWriter) idlePack() (*openPack, error) {
+	for len(w.idle) == 0 && w.open > 0 && w.packed < packsAtOnceFrom && w.err == nil {
+		w.turn.Wait()
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
 	if n := len(w.idle); n > 0 {
 		p := w.idle[n-1]
 		w.idle = w.idle[:n-1]
@@ -250,6 +271,7 @@ func (w *BlobWriter) idlePack() (*openPack, error) {
 	if err := w.createPack(p); err != nil {
 		return nil, err
 	}
+	w.open++
 	return p, nil
 }
 
@@ -276,6 +298,7 @@ func (w *BlobWriter) closeIdle() error {
 		w.packs = append(w.packs, p)
 		err = errors.Join(err, p.close())
 	}
+	w.open -= len(w.idle)
 	w.idle = nil
 	return err
 }

@@ -162,6 +162,17 @@ func TestPutsWritePacksAtOnce(t *testing.T) {
 	}
 	w := st.NewBlobWriter(nil)
 	defer w.Abort()
+	// A small batch takes turns at one pack (TestSmallBatchesShareOnePack):
+	// put enough first for packs of their own.
+	var first [][]byte
+	for k := range packsAtOnceFrom/(packBuffer-100) + 1 {
+		b := randomBytes(packBuffer-100, uint64(200+k))
+		first = append(first, b)
+		if _, err := w.Put(objects.Sum(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.armed.Store(true)
 	var blobs [2][][]byte
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
@@ -198,7 +209,7 @@ func TestPutsWritePacksAtOnce(t *testing.T) {
 	if len(packs) < 2 {
 		t.Fatalf("the blobs went into %d pack, want one per goroutine", len(packs))
 	}
-	for _, b := range append(blobs[0], blobs[1]...) {
+	for _, b := range append(append(first, blobs[0]...), blobs[1]...) {
 		r := at[objects.Sum(b)]
 		got, err := os.ReadFile(st.PackPath(r.Pack))
 		if err != nil || r.Offset+r.Size > int64(len(got)) || !bytes.Equal(got[r.Offset:r.Offset+r.Size], b) {
@@ -207,16 +218,20 @@ func TestPutsWritePacksAtOnce(t *testing.T) {
 	}
 }
 
-// writeGate holds each pack write until a second one is in flight, or for
-// a few seconds.
+// writeGate holds each pack write, once armed, until a second one is in
+// flight, or for a few seconds.
 type writeGate struct {
-	n    atomic.Int32
-	both chan struct{}
-	once sync.Once
-	met  atomic.Bool
+	armed atomic.Bool // from the two goroutines' writes on
+	n     atomic.Int32
+	both  chan struct{}
+	once  sync.Once
+	met   atomic.Bool
 }
 
 func (g *writeGate) write() {
+	if !g.armed.Load() {
+		return
+	}
 	if g.n.Add(1) == 2 {
 		g.met.Store(true)
 		g.once.Do(func() { close(g.both) })
@@ -251,4 +266,35 @@ type gatedFile struct {
 func (f gatedFile) Write(p []byte) (int, error) {
 	f.g.write()
 	return f.WritableFile.Write(p)
+}
+
+// Puts on several goroutines of a batch smaller than packsAtOnceFrom take
+// turns at one pack: an add of a small model leaves one pack file.
+func TestSmallBatchesShareOnePack(t *testing.T) {
+	st := newStore(t)
+	w := st.NewBlobWriter(nil)
+	defer w.Abort()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 50 {
+				b := randomBytes(1000+k, uint64(1000*g+k))
+				if _, err := w.Put(objects.Sum(b), b); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := map[PackID]bool{}
+	for _, r := range recs {
+		packs[r.Pack] = true
+	}
+	if len(recs) != 200 || len(packs) != 1 {
+		t.Fatalf("%d records in %d packs, want 200 in one", len(recs), len(packs))
+	}
 }
