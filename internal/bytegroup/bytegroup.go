@@ -65,6 +65,7 @@ func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
 type coder struct {
 	huff   huff0.Scratch
 	henc   huffEncoder
+	hdec   huffDecoder
 	hout   []byte // huff4X's coding
 	fse    fse.Scratch
 	buf    []byte   // the planes, back to back
@@ -570,14 +571,12 @@ func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
 					return nil, err
 				}
 				in = rest
-				c.huff.MaxDecodedSize = c.bs
-				s, body, err := huff0.ReadTable(stream, &c.huff)
+				body, err := c.hdec.readTable(stream, len(blk))
 				if err != nil {
-					return nil, fmt.Errorf("%w: huff0 table: %v", ErrCorrupt, err)
+					return nil, err
 				}
-				got, err := s.Decoder().Decompress4X(blk[:0:len(blk)], body)
-				if err != nil || len(got) != len(blk) {
-					return nil, fmt.Errorf("%w: huff0 block", ErrCorrupt)
+				if err := c.hdec.decode4X(blk, body); err != nil {
+					return nil, err
 				}
 			case kindFSE:
 				stream, rest, err := sized(in)
