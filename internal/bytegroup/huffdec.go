@@ -27,11 +27,11 @@ type huffDecoder struct {
 	// multi[i]: the symbols whose codes lie whole in the 11 bits i, at
 	// most four: their bytes (bits 0-31, the first lowest), the bits they
 	// take (32-39) and their count (40-47), so that a lookup is a store of
-	// 4 bytes and two adds (huffdec_amd64.s). pair is the same, at most
-	// two, from which it is built. Built only for blocks of multiMin
-	// bytes or more (hasMulti).
-	multi, pair [1 << huffLogMax]uint64
-	hasMulti    bool
+	// 4 bytes and two adds (huffdec_amd64.s). Built only for blocks of
+	// multiMin bytes or more (hasMulti).
+	multi    [1 << huffLogMax]uint64
+	cum      [1 << huffLogMax]uint16 // where multi's first three symbols end: 4 bits each, 15 for none
+	hasMulti bool
 }
 
 // multiMin is the block length from which the four-symbol table pays
@@ -135,32 +135,51 @@ func (d *huffDecoder) readTable(in []byte, n int) ([]byte, error) {
 	return in[size:], nil
 }
 
-// build fills pair from single, then multi from pair: an entry's
-// symbols, then those of the entry its remaining bits start, as many as
-// lie whole in the 11 bits. Without branches: which entries take a
-// second symbol follows the data, and mispredicted it cost four times
-// the rest.
+// build fills multi from single in one pass: entry i is its first
+// symbol a, then the first symbols of the entry its remaining 11-la bits
+// start (i<<la), those that lie whole in them (cum). That entry has more
+// trailing zero bits than i (or is 0, done first), so the entries are
+// filled by decreasing trailing zeros. Without branches: which entries
+// take more symbols follows the data, and mispredicted it cost as much
+// as the rest.
 func (d *huffDecoder) build() {
-	for i := range d.single {
-		a := d.single[i]
-		la := uint64(a >> 8)
-		b := d.single[(i<<la)&huffMask]
-		lb := uint64(b >> 8)
-		fits := uint64(int64(la+lb-huffLogMax-1)>>63) & 1 // la+lb <= 11
-		d.pair[i] = uint64(a&0xff) | (uint64(b&0xff)<<8)*fits | (la+lb*fits)<<32 | (1+fits)<<40
+	// Entry 0: its first symbol, again and again (its bits are zeros).
+	l0 := uint64(d.single[0] >> 8)
+	n0 := min(4, huffLogMax/l0)
+	e0, c0 := uint64(0), uint64(0xfff)
+	for k := range n0 {
+		e0 |= uint64(d.single[0]&0xff) << (8 * k)
+		if k < 3 {
+			c0 = c0&^(15<<(4*k)) | (k+1)*l0<<(4*k)
+		}
 	}
-	for i := range d.pair {
-		e := d.pair[i]
-		be, ne := e>>32&15, e>>40&7
-		f := d.pair[(i<<be)&huffMask]
-		bf, nf := f>>32&15, f>>40&7
-		lf := uint64(d.single[(i<<be)&huffMask] >> 8)
-		one := uint64(int64(be+lf-huffLogMax-1)>>63) & 1 // f's first fits
-		all := uint64(int64(be+bf-huffLogMax-1)>>63) & 1 // all of f fits
-		add := one + all*(nf-1)
-		bits := one*lf + all*(bf-lf)
-		syms := (f & (1<<(8*add) - 1)) << (8 * ne)
-		d.multi[i] = e&(1<<(8*ne)-1) | syms | (be+bits)<<32 | (ne+add)<<40
+	d.multi[0], d.cum[0] = e0|n0*l0<<32|n0<<40, uint16(c0)
+	for tz := huffLogMax - 1; tz >= 0; tz-- {
+		d.fill(1<<tz, 2<<tz)
+	}
+}
+
+// fillGo fills the entries i, i+step, … of multi and cum (build).
+func (d *huffDecoder) fillGo(i, step int) {
+	for ; i < len(d.single); i += step {
+		a := uint64(d.single[i])
+		la := a >> 8
+		j := (i << (la & 15)) & huffMask
+		e, cm := d.multi[j], uint64(d.cum[j])
+		r := huffLogMax - la
+		// m: how many of e's first three symbols end within r bits
+		// (cum holds their ends, 15 past the count).
+		f1 := uint64(int64(r-cm&15) >> 63 & 1)
+		f2 := uint64(int64(r-cm>>4&15) >> 63 & 1)
+		f3 := uint64(int64(r-cm>>8&15) >> 63 & 1)
+		m := 3 - f1 - f2 - f3
+		end := (cm << 4 >> (4 * m)) & 15 // the m-th's end, 0 for none
+		syms := (e&(1<<(8*m)-1))<<8 | a&0xff
+		d.multi[i&huffMask] = syms | (la+end)<<32 | (1+m)<<40
+		// The new ends: la, then la + e's, 15 past the count.
+		keep := uint64(1)<<(4*m) - 1
+		ends := (cm+la*0x111)&keep | 0xfff&^keep
+		d.cum[i&huffMask] = uint16(la | ends<<4&0xff0)
 	}
 }
 

@@ -40,3 +40,15 @@ func (d *huffDecoder) fast4(dst []byte, st *[4]huffStream, o, end *[4]int) {
 		st[i].pos, st[i].c, o[i] = q.pos[i], uint(q.c[i]), q.o[i]
 	}
 }
+
+//go:noescape
+func buildMulti(single *[1 << huffLogMax]uint16, multi *[1 << huffLogMax]uint64, cum *[1 << huffLogMax]uint16, i, step int)
+
+// fill is fillGo in assembly where BMI2 is there.
+func (d *huffDecoder) fill(i, step int) {
+	if !havePairs {
+		d.fillGo(i, step)
+		return
+	}
+	buildMulti(&d.single, &d.multi, &d.cum, i, step)
+}

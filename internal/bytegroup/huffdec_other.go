@@ -7,3 +7,5 @@ package bytegroup
 func (d *huffDecoder) fast4(dst []byte, st *[4]huffStream, o, end *[4]int) {
 	d.fast4Go(dst, st, o, end)
 }
+
+func (d *huffDecoder) fill(i, step int) { d.fillGo(i, step) }
