@@ -74,6 +74,9 @@ type coder struct {
 	perm   []int32
 	delta  []byte // a transformed array, where splitKeyed does not fit
 	sample []byte // a sample's coding
+	// pre[p][b]: sampled of block b of plane p, counted as the planes
+	// were split (splitSampled); empty when they were not.
+	pre [][]blockSample
 	bs     int    // the block size of the buffer being coded
 }
 
@@ -165,6 +168,8 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
+	first := 0 // the plane planes[0] is
+	c.pre = c.pre[:0]
 	switch {
 	case width > 1 && ctx != nil && keyedFits(n, width, ctx, t):
 		planes = c.planesFor(n, width)
@@ -188,17 +193,18 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 		mark, own := len(out), planes[0]
 		out = append(out, modeRaw)
 		planes[0], out = out[len(out):len(out)+n:len(out)+n], out[:len(out)+n]
-		split(src, planes, width)
-		if planeRaw(planes[0], c.bs) {
-			planes = planes[1:]
+		c.splitSampled(src, planes, width)
+		if c.planeRaw(0, planes[0]) {
+			planes, first = planes[1:], 1
 			break
 		}
 		copy(own, planes[0])
 		planes[0], out = own, out[:mark]
 	}
-	for _, plane := range planes {
-		out = c.appendPlane(out, plane, width == 1)
+	for i, plane := range planes {
+		out = c.appendPlane(out, plane, first+i, width == 1)
 	}
+	c.pre = c.pre[:0]
 	start := len(out)
 	out = append(out, src[n*width:]...)
 	if ctx != nil {
@@ -209,9 +215,9 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 
 // appendPlane appends one plane, coded the smallest way tried. The huff0
 // blocks go straight into out and are cut off again if another way wins.
-func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
+func (c *coder) appendPlane(out, plane []byte, p int, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
-	if rawShortcut && !generic && planeRaw(plane, c.bs) {
+	if rawShortcut && !generic && c.planeRaw(p, plane) {
 		// Every block would be kept raw and then the plane (zstd is
 		// tried only on generic bytes or planes coded below a quarter).
 		out = append(out, modeRaw)
@@ -221,7 +227,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += c.bs {
 		blk := plane[off:min(off+c.bs, len(plane))]
-		entropy, top := sampled(blk)
+		entropy, top := c.sampled(p, off/c.bs, blk)
 		if entropy > rawEntropy { // the low mantissa bytes of weights: not worth a histogram
 			out = append(out, kindRaw)
 			out = append(out, blk...)

@@ -46,6 +46,45 @@ split2loop:
 split2done:
 	RET
 
+// func split2s(src, p0, p1 *byte, n int, h *[2][256]uint32)
+// split2, counting the low and high byte of the first element of each
+// 16 into h[0] and h[1] (sampled's bytes, for splitSampled).
+TEXT ·split2s(SB), NOSPLIT, $0-40
+	MOVQ  src+0(FP), SI
+	MOVQ  p0+8(FP), DI
+	MOVQ  p1+16(FP), DX
+	MOVQ  n+24(FP), CX
+	MOVQ  h+32(FP), R8
+	MOVOU mask16<>(SB), X7
+	SHRQ  $4, CX
+	JZ    split2sdone
+
+split2sloop:
+	MOVBQZX  0(SI), AX
+	MOVBQZX  1(SI), BX
+	INCL     (R8)(AX*4)
+	INCL     1024(R8)(BX*4)
+	MOVOU    0(SI), X0
+	MOVOU    16(SI), X1
+	MOVO     X0, X2
+	MOVO     X1, X3
+	PAND     X7, X0
+	PAND     X7, X1
+	PACKUSWB X1, X0
+	PSRLW    $8, X2
+	PSRLW    $8, X3
+	PACKUSWB X3, X2
+	MOVOU    X0, 0(DI)
+	MOVOU    X2, 0(DX)
+	ADDQ     $32, SI
+	ADDQ     $16, DI
+	ADDQ     $16, DX
+	DECQ     CX
+	JNZ      split2sloop
+
+split2sdone:
+	RET
+
 // func join2(dst, p0, p1 *byte, n int)
 TEXT ·join2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
