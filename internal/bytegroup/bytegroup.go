@@ -77,7 +77,7 @@ type coder struct {
 	// pre[p][b]: sampled of block b of plane p, counted as the planes
 	// were split (splitSampled); empty when they were not.
 	pre [][]blockSample
-	bs     int    // the block size of the buffer being coded
+	bs  int // the block size of the buffer being coded
 }
 
 // planesFor returns width planes of n bytes each.
