@@ -34,8 +34,8 @@ type huffDecoder struct {
 	hasMulti bool
 }
 
-// multiMin is the block length from which the four-symbol table pays
-// for its building (about 2·2048 entries) against one symbol a lookup.
+// multiMin is the block length from which the four-symbol table (2048
+// entries to build) pays against a symbol a lookup.
 const multiMin = 8 << 10
 
 // huffLogMax is huff0's longest code (tableLogMax).
