@@ -73,6 +73,7 @@ type coder struct {
 	tmp    []byte
 	perm   []int32
 	delta  []byte // a transformed array, where splitKeyed does not fit
+	blk    []byte // a block of the last plane, decoded to be joined (joinLast)
 	sample []byte // a sample's coding
 	// pre[p][b]: sampled of block b of plane p, counted as the planes
 	// were split (splitSampled); empty when they were not.
@@ -485,10 +486,27 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 	} else {
 		planes = [][]byte{dst[:n]}
 	}
+	if match && len(want) != rawLen {
+		return nil, ErrMismatch
+	}
+	joined := false // the planes joined (or compared) as the last was decoded
 	for i, plane := range planes {
 		if width > 1 && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
 			// A raw plane is joined straight from enc, never copied.
 			planes[i], in = in[1:1+n:1+n], in[1+n:]
+			continue
+		}
+		if i == width-1 && i > 0 && !withCtx && len(in) > 0 && in[0] == modeHuff {
+			var into []byte
+			if match {
+				into = want
+			} else {
+				into = dst
+			}
+			if in, err = c.joinLast(in[1:], planes, width, into, match); err != nil {
+				return nil, err
+			}
+			joined = true
 			continue
 		}
 		if in, err = c.decodePlane(in, plane); err != nil {
@@ -499,13 +517,15 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
 	}
 	if match {
-		if len(want) != rawLen || !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
+		if !joined && !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
 			return nil, ErrMismatch
 		}
 		return nil, nil
 	}
 	copy(dst[n*width:], in)
 	switch {
+	case joined:
+		return dst, nil
 	case withCtx && keyedFits(n, width, ctx, t):
 		joinKeyed(dst, ctx, planes, width, t)
 		transformTail(dst[n*width:], ctx, n*width, t)
@@ -516,93 +536,6 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 		join(dst, planes, width)
 	}
 	return transformWhole(dst, dst, ctx, width, t, true), nil
-}
-
-// decodePlane fills plane (its length is the plane's) from in and returns
-// the rest of in.
-func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
-	if len(in) < 1 {
-		return nil, ErrCorrupt
-	}
-	mode := in[0]
-	in = in[1:]
-	switch mode {
-	case modeRaw:
-		if len(in) < len(plane) {
-			return nil, ErrCorrupt
-		}
-		copy(plane, in)
-		return in[len(plane):], nil
-	case modeZstd:
-		frame, rest, err := sized(in)
-		if err != nil {
-			return nil, err
-		}
-		_, dec := zstdCoders()
-		got, err := dec.DecodeAll(frame, plane[:0:len(plane)])
-		if err != nil || len(got) != len(plane) {
-			return nil, fmt.Errorf("%w: zstd plane", ErrCorrupt)
-		}
-		if len(got) > 0 && &got[0] != &plane[0] {
-			copy(plane, got)
-		}
-		return rest, nil
-	case modeHuff:
-		for off := 0; off < len(plane); off += c.bs {
-			blk := plane[off:min(off+c.bs, len(plane))]
-			if len(in) < 1 {
-				return nil, ErrCorrupt
-			}
-			kind := in[0]
-			in = in[1:]
-			switch kind {
-			case kindRaw:
-				if len(in) < len(blk) {
-					return nil, ErrCorrupt
-				}
-				copy(blk, in)
-				in = in[len(blk):]
-			case kindRLE:
-				if len(in) < 1 {
-					return nil, ErrCorrupt
-				}
-				blk[0] = in[0]
-				for k := 1; k < len(blk); k *= 2 {
-					copy(blk[k:], blk[:k])
-				}
-				in = in[1:]
-			case kindHuff:
-				stream, rest, err := sized(in)
-				if err != nil {
-					return nil, err
-				}
-				in = rest
-				body, err := c.hdec.readTable(stream, len(blk))
-				if err != nil {
-					return nil, err
-				}
-				if err := c.hdec.decode4X(blk, body); err != nil {
-					return nil, err
-				}
-			case kindFSE:
-				stream, rest, err := sized(in)
-				if err != nil {
-					return nil, err
-				}
-				in = rest
-				c.fse.DecompressLimit = len(blk)
-				got, err := fse.Decompress(stream, &c.fse)
-				if err != nil || len(got) != len(blk) {
-					return nil, fmt.Errorf("%w: fse block", ErrCorrupt)
-				}
-				copy(blk, got)
-			default:
-				return nil, fmt.Errorf("%w: block kind %d", ErrCorrupt, kind)
-			}
-		}
-		return in, nil
-	}
-	return nil, fmt.Errorf("%w: plane mode %d", ErrCorrupt, mode)
 }
 
 // sized splits a length-prefixed run off in.

@@ -132,7 +132,7 @@ func TestHuffDecoderProperty(t *testing.T) {
 		s.Reuse = huff0.ReusePolicyNone
 		coded, _, err := huff0.Compress4X(blk, &s)
 		if err != nil {
-			t.Skip("not coded")
+			return // huff0 does not code it: nothing to decode
 		}
 		got, err := ourDecode(&d, coded, len(blk))
 		if err != nil || !bytes.Equal(got, blk) {
