@@ -65,6 +65,7 @@ func validWidth(w int) bool { return w == 1 || w == 2 || w == 4 || w == 8 }
 type coder struct {
 	huff   huff0.Scratch
 	henc   huffEncoder
+	hdec   huffDecoder
 	hout   []byte // huff4X's coding
 	fse    fse.Scratch
 	buf    []byte   // the planes, back to back
@@ -72,8 +73,12 @@ type coder struct {
 	tmp    []byte
 	perm   []int32
 	delta  []byte // a transformed array, where splitKeyed does not fit
+	blk    []byte // a block of the last plane, decoded to be joined (joinLast)
 	sample []byte // a sample's coding
-	bs     int    // the block size of the buffer being coded
+	// pre[p][b]: sampled of block b of plane p, counted as the planes
+	// were split (splitSampled); empty when they were not.
+	pre [][]blockSample
+	bs  int // the block size of the buffer being coded
 }
 
 // planesFor returns width planes of n bytes each.
@@ -164,6 +169,8 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 	out = append(out, byte(width))
 	out = binary.AppendUvarint(out, uint64(len(src)))
 	planes := [][]byte{src[:n]}
+	first := 0 // the plane planes[0] is
+	c.pre = c.pre[:0]
 	switch {
 	case width > 1 && ctx != nil && keyedFits(n, width, ctx, t):
 		planes = c.planesFor(n, width)
@@ -187,17 +194,18 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 		mark, own := len(out), planes[0]
 		out = append(out, modeRaw)
 		planes[0], out = out[len(out):len(out)+n:len(out)+n], out[:len(out)+n]
-		split(src, planes, width)
-		if planeRaw(planes[0], c.bs) {
-			planes = planes[1:]
+		c.splitSampled(src, planes, width)
+		if c.planeRaw(0, planes[0]) {
+			planes, first = planes[1:], 1
 			break
 		}
 		copy(own, planes[0])
 		planes[0], out = own, out[:mark]
 	}
-	for _, plane := range planes {
-		out = c.appendPlane(out, plane, width == 1)
+	for i, plane := range planes {
+		out = c.appendPlane(out, plane, first+i, width == 1)
 	}
+	c.pre = c.pre[:0]
 	start := len(out)
 	out = append(out, src[n*width:]...)
 	if ctx != nil {
@@ -208,9 +216,9 @@ func encode(dst, src []byte, width int, ctx []byte, t transform) []byte {
 
 // appendPlane appends one plane, coded the smallest way tried. The huff0
 // blocks go straight into out and are cut off again if another way wins.
-func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
+func (c *coder) appendPlane(out, plane []byte, p int, generic bool) []byte {
 	c.huff.Reuse = huff0.ReusePolicyNone
-	if rawShortcut && !generic && planeRaw(plane, c.bs) {
+	if rawShortcut && !generic && c.planeRaw(p, plane) {
 		// Every block would be kept raw and then the plane (zstd is
 		// tried only on generic bytes or planes coded below a quarter).
 		out = append(out, modeRaw)
@@ -220,7 +228,7 @@ func (c *coder) appendPlane(out, plane []byte, generic bool) []byte {
 	out = append(out, modeHuff)
 	for off := 0; off < len(plane); off += c.bs {
 		blk := plane[off:min(off+c.bs, len(plane))]
-		entropy, top := sampled(blk)
+		entropy, top := c.sampled(p, off/c.bs, blk)
 		if entropy > rawEntropy { // the low mantissa bytes of weights: not worth a histogram
 			out = append(out, kindRaw)
 			out = append(out, blk...)
@@ -478,10 +486,27 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 	} else {
 		planes = [][]byte{dst[:n]}
 	}
+	if match && len(want) != rawLen {
+		return nil, ErrMismatch
+	}
+	joined := false // the planes joined (or compared) as the last was decoded
 	for i, plane := range planes {
 		if width > 1 && len(in) > 0 && in[0] == modeRaw && len(in)-1 >= n {
 			// A raw plane is joined straight from enc, never copied.
 			planes[i], in = in[1:1+n:1+n], in[1+n:]
+			continue
+		}
+		if i == width-1 && i > 0 && !withCtx && len(in) > 0 && in[0] == modeHuff {
+			var into []byte
+			if match {
+				into = want
+			} else {
+				into = dst
+			}
+			if in, err = c.joinLast(in[1:], planes, width, into, match); err != nil {
+				return nil, err
+			}
+			joined = true
 			continue
 		}
 		if in, err = c.decodePlane(in, plane); err != nil {
@@ -492,13 +517,15 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 		return nil, fmt.Errorf("%w: %d trailing bytes, want %d", ErrCorrupt, len(in), rawLen-n*width)
 	}
 	if match {
-		if len(want) != rawLen || !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
+		if !joined && !joinEqual(want, planes, width) || !bytes.Equal(want[n*width:], in) {
 			return nil, ErrMismatch
 		}
 		return nil, nil
 	}
 	copy(dst[n*width:], in)
 	switch {
+	case joined:
+		return dst, nil
 	case withCtx && keyedFits(n, width, ctx, t):
 		joinKeyed(dst, ctx, planes, width, t)
 		transformTail(dst[n*width:], ctx, n*width, t)
@@ -509,95 +536,6 @@ func decodeTo(dst, enc []byte, rawLen int, ctx []byte, t transform, want []byte)
 		join(dst, planes, width)
 	}
 	return transformWhole(dst, dst, ctx, width, t, true), nil
-}
-
-// decodePlane fills plane (its length is the plane's) from in and returns
-// the rest of in.
-func (c *coder) decodePlane(in, plane []byte) ([]byte, error) {
-	if len(in) < 1 {
-		return nil, ErrCorrupt
-	}
-	mode := in[0]
-	in = in[1:]
-	switch mode {
-	case modeRaw:
-		if len(in) < len(plane) {
-			return nil, ErrCorrupt
-		}
-		copy(plane, in)
-		return in[len(plane):], nil
-	case modeZstd:
-		frame, rest, err := sized(in)
-		if err != nil {
-			return nil, err
-		}
-		_, dec := zstdCoders()
-		got, err := dec.DecodeAll(frame, plane[:0:len(plane)])
-		if err != nil || len(got) != len(plane) {
-			return nil, fmt.Errorf("%w: zstd plane", ErrCorrupt)
-		}
-		if len(got) > 0 && &got[0] != &plane[0] {
-			copy(plane, got)
-		}
-		return rest, nil
-	case modeHuff:
-		for off := 0; off < len(plane); off += c.bs {
-			blk := plane[off:min(off+c.bs, len(plane))]
-			if len(in) < 1 {
-				return nil, ErrCorrupt
-			}
-			kind := in[0]
-			in = in[1:]
-			switch kind {
-			case kindRaw:
-				if len(in) < len(blk) {
-					return nil, ErrCorrupt
-				}
-				copy(blk, in)
-				in = in[len(blk):]
-			case kindRLE:
-				if len(in) < 1 {
-					return nil, ErrCorrupt
-				}
-				blk[0] = in[0]
-				for k := 1; k < len(blk); k *= 2 {
-					copy(blk[k:], blk[:k])
-				}
-				in = in[1:]
-			case kindHuff:
-				stream, rest, err := sized(in)
-				if err != nil {
-					return nil, err
-				}
-				in = rest
-				c.huff.MaxDecodedSize = c.bs
-				s, body, err := huff0.ReadTable(stream, &c.huff)
-				if err != nil {
-					return nil, fmt.Errorf("%w: huff0 table: %v", ErrCorrupt, err)
-				}
-				got, err := s.Decoder().Decompress4X(blk[:0:len(blk)], body)
-				if err != nil || len(got) != len(blk) {
-					return nil, fmt.Errorf("%w: huff0 block", ErrCorrupt)
-				}
-			case kindFSE:
-				stream, rest, err := sized(in)
-				if err != nil {
-					return nil, err
-				}
-				in = rest
-				c.fse.DecompressLimit = len(blk)
-				got, err := fse.Decompress(stream, &c.fse)
-				if err != nil || len(got) != len(blk) {
-					return nil, fmt.Errorf("%w: fse block", ErrCorrupt)
-				}
-				copy(blk, got)
-			default:
-				return nil, fmt.Errorf("%w: block kind %d", ErrCorrupt, kind)
-			}
-		}
-		return in, nil
-	}
-	return nil, fmt.Errorf("%w: plane mode %d", ErrCorrupt, mode)
 }
 
 // sized splits a length-prefixed run off in.

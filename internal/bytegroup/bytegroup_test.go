@@ -205,6 +205,8 @@ func FuzzDecode(f *testing.F) {
 		f.Add(Encode(skewed, width), len(skewed), false)
 		f.Add(EncodeWith(skewed, width, fuzzCtx), len(skewed), true)
 	}
+	// Planes of huff0 blocks past multiMin: huffDecoder's four-symbol path.
+	f.Add(Encode(bf16(40000), 2), 40000, false)
 	f.Fuzz(func(t *testing.T, enc []byte, rawLen int, withCtx bool) {
 		if rawLen < 0 || rawLen > 1<<18 {
 			return // the caller's record bounds it (a chunk is at most 4 MiB)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"math/bits"
 	"slices"
 
 	"github.com/klauspost/compress/fse"
@@ -90,54 +89,13 @@ func (e *huffEncoder) compress4X(out, blk []byte, s *huff0.Scratch) ([]byte, err
 }
 
 // codes sets e.code from a huff0 table (what AppendTable writes), the
-// way huff0's decoder reads it (ReadTable): the weights, the last one
-// implied, and canonical codes given by rank, a weight's codes after all
-// those of lower weights.
+// way huff0's decoder reads it (readWeights, as ReadTable): canonical
+// codes given by rank, a weight's codes after all those of lower weights.
 func (e *huffEncoder) codes(table []byte) error {
-	if len(table) < 2 {
-		return errNoHuff
+	n, tableLog, _, ranks, err := readWeights(table, &e.weights, &e.fse)
+	if err != nil {
+		return err
 	}
-	n, size := 0, int(table[0])
-	if size >= 128 { // four bits a weight
-		n = size - 127
-		if (n+1)/2 > len(table)-1 {
-			return errNoHuff
-		}
-		for i := 0; i < n; i += 2 {
-			e.weights[i], e.weights[i+1] = table[1+i/2]>>4, table[1+i/2]&15
-		}
-	} else {
-		if size > len(table)-1 {
-			return errNoHuff
-		}
-		e.fse.DecompressLimit = 255
-		e.fse.Out = e.weights[:0]
-		w, err := fse.Decompress(table[1:1+size], &e.fse)
-		if err != nil || len(w) > 255 {
-			return errNoHuff
-		}
-		n = copy(e.weights[:], w)
-	}
-	var ranks [16]uint32
-	total := uint32(0)
-	for _, w := range e.weights[:n] {
-		if w > 11 {
-			return errNoHuff
-		}
-		ranks[w]++
-		total += 1 << w >> 1
-	}
-	if total == 0 {
-		return errNoHuff
-	}
-	tableLog := bits.Len32(total)
-	rest := uint32(1)<<tableLog - total
-	if tableLog > 11 || rest&(rest-1) != 0 {
-		return errNoHuff
-	}
-	e.weights[n] = byte(bits.Len32(rest))
-	ranks[e.weights[n]]++
-	n++
 	var next [16]uint32
 	at := uint32(0)
 	for w := 1; w <= tableLog; w++ {

@@ -10,3 +10,11 @@ func TestHuffEncoderWithoutPairs(t *testing.T) {
 	havePairs = false
 	TestHuffEncoderIsCompress4X(t)
 }
+
+// Without BMI2 the four streams are decoded in Go, to the same bytes.
+func TestHuffDecoderWithoutBMI2(t *testing.T) {
+	defer func(v bool) { havePairs = v }(havePairs)
+	havePairs = false
+	TestHuffDecoderDecodesHuff0(t)
+	TestHuffDecoderCorrupt(t)
+}

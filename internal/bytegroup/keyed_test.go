@@ -42,7 +42,7 @@ func TestOneValueBlockNeedsEveryByte(t *testing.T) {
 		if at >= 0 {
 			blk[at] = 0x3d
 		}
-		out := c.appendPlane(nil, blk, false)
+		out := c.appendPlane(nil, blk, -1, false)
 		rle := len(out) >= 3 && out[0] == modeHuff && out[1] == kindRLE
 		if rle != (at < 0) {
 			t.Fatalf("odd byte at %d: coded as one value %v (%d bytes)", at, rle, len(out))

@@ -20,6 +20,9 @@ func equal2(raw, p0, p1 *byte, n int) bool
 func equal4(raw, p0, p1, p2, p3 *byte, n int) bool
 
 //go:noescape
+func split2s(src, p0, p1 *byte, n int, h *[2][256]uint32)
+
+//go:noescape
 func split4(src, p0, p1, p2, p3 *byte, n int)
 
 //go:noescape
@@ -73,4 +76,15 @@ func fastLen(elems []byte, planes [][]byte, width int) int {
 		n = min(n, len(p))
 	}
 	return n &^ 15
+}
+
+// splitSampledFast is split2 of the first elements (a multiple of 16)
+// that also counts the first of every 16 into h (splitSampled), and
+// returns how many it did.
+func splitSampledFast(src []byte, planes [][]byte, h *[2][256]uint32) int {
+	n := fastLen(src, planes, 2)
+	if n > 0 {
+		split2s(&src[0], &planes[0][0], &planes[1][0], n, h)
+	}
+	return n
 }

@@ -14,6 +14,25 @@ DATA mask32<>+0(SB)/8, $0x000000ff000000ff
 DATA mask32<>+8(SB)/8, $0x000000ff000000ff
 GLOBL mask32<>(SB), RODATA|NOPTR, $16
 
+// SPLIT2 splits the 16 elements at SI into DI and DX (X7: mask16) and
+// moves the three on.
+#define SPLIT2 \
+	MOVOU    0(SI), X0 \
+	MOVOU    16(SI), X1 \
+	MOVO     X0, X2 \
+	MOVO     X1, X3 \
+	PAND     X7, X0 \
+	PAND     X7, X1 \
+	PACKUSWB X1, X0 \
+	PSRLW    $8, X2 \
+	PSRLW    $8, X3 \
+	PACKUSWB X3, X2 \
+	MOVOU    X0, 0(DI) \
+	MOVOU    X2, 0(DX) \
+	ADDQ     $32, SI \
+	ADDQ     $16, DI \
+	ADDQ     $16, DX
+
 // func split2(src, p0, p1 *byte, n int)
 TEXT ·split2(SB), NOSPLIT, $0-32
 	MOVQ  src+0(FP), SI
@@ -25,25 +44,36 @@ TEXT ·split2(SB), NOSPLIT, $0-32
 	JZ    split2done
 
 split2loop:
-	MOVOU    0(SI), X0
-	MOVOU    16(SI), X1
-	MOVO     X0, X2
-	MOVO     X1, X3
-	PAND     X7, X0
-	PAND     X7, X1
-	PACKUSWB X1, X0 // the low bytes of 16 elements
-	PSRLW    $8, X2
-	PSRLW    $8, X3
-	PACKUSWB X3, X2 // their high bytes
-	MOVOU    X0, 0(DI)
-	MOVOU    X2, 0(DX)
-	ADDQ     $32, SI
-	ADDQ     $16, DI
-	ADDQ     $16, DX
+	SPLIT2 // the low bytes of 16 elements, then their high bytes
 	DECQ     CX
 	JNZ      split2loop
 
 split2done:
+	RET
+
+// func split2s(src, p0, p1 *byte, n int, h *[2][256]uint32)
+// split2, counting the low and high byte of the first element of each
+// 16 into h[0] and h[1] (sampled's bytes, for splitSampled).
+TEXT ·split2s(SB), NOSPLIT, $0-40
+	MOVQ  src+0(FP), SI
+	MOVQ  p0+8(FP), DI
+	MOVQ  p1+16(FP), DX
+	MOVQ  n+24(FP), CX
+	MOVQ  h+32(FP), R8
+	MOVOU mask16<>(SB), X7
+	SHRQ  $4, CX
+	JZ    split2sdone
+
+split2sloop:
+	MOVBQZX  0(SI), AX
+	MOVBQZX  1(SI), BX
+	INCL     (R8)(AX*4)
+	INCL     1024(R8)(BX*4)
+	SPLIT2
+	DECQ     CX
+	JNZ      split2sloop
+
+split2sdone:
 	RET
 
 // func join2(dst, p0, p1 *byte, n int)

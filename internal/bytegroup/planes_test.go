@@ -94,3 +94,35 @@ func TestMatches(t *testing.T) {
 		}
 	}
 }
+
+// splitSampled splits as split does and says of every block of both
+// planes what sampled says, at lengths around the 16 elements of a step,
+// the 16 KiB under which a block is not sampled and the block size.
+func TestSplitSampledIsSplitAndSampled(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{0, 1, 15, 16, 17, 16<<10 - 1, 16 << 10, 16<<10 + 17, blockSize - 1, blockSize, blockSize + 15, 3*blockSize + 16<<10 + 5} {
+		src := make([]byte, 2*n)
+		for i := range src {
+			src[i] = byte(r.ExpFloat64() * float64(1+i%2*20))
+		}
+		c := &coder{bs: blockSize}
+		planes := c.planesFor(n, 2)
+		c.splitSampled(src, planes, 2)
+		want := [][]byte{make([]byte, n), make([]byte, n)}
+		split(src, want, 2)
+		for p := range 2 {
+			if !bytes.Equal(planes[p], want[p]) {
+				t.Fatalf("n %d: plane %d differs from split's", n, p)
+			}
+			if got := len(c.pre[p]); got != (n+blockSize-1)/blockSize {
+				t.Fatalf("n %d: %d blocks sampled, want %d", n, got, (n+blockSize-1)/blockSize)
+			}
+			for b, s := range c.pre[p] {
+				e, top := sampled(want[p][b*blockSize : min((b+1)*blockSize, n)])
+				if s.entropy != e || s.top != top {
+					t.Fatalf("n %d plane %d block %d: sampled (%v, %v), splitSampled (%v, %v)", n, p, b, e, top, s.entropy, s.top)
+				}
+			}
+		}
+	}
+}

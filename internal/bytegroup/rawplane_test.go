@@ -56,7 +56,7 @@ func TestRawShortcutLeavesGenericBytes(t *testing.T) {
 		run[i] = byte(r.Uint32())
 	}
 	a := bytes.Repeat(run, 16)
-	if !planeRaw(a, blockSize) {
+	if !(&coder{bs: blockSize}).planeRaw(-1, a) {
 		t.Fatal("the repeated random run does not sample as incompressible: the test tests nothing")
 	}
 	enc := Encode(a, 1)
@@ -103,10 +103,10 @@ func TestRawPlaneShortcuts(t *testing.T) {
 		}
 		n := len(a) / width
 		want := name == "bf16" || name == "bf16-short" || name == "f32" || name == "sparse-sample"
-		c := &coder{}
+		c := &coder{bs: blockSize}
 		planes := c.planesFor(n, width)
 		split(a, planes, width)
-		if got := planeRaw(planes[0], blockSize); got != want {
+		if got := c.planeRaw(-1, planes[0]); got != want {
 			t.Errorf("%s: plane 0 predicted raw %v, want %v", name, got, want)
 		}
 		if name == "sparse-sample" {
@@ -132,7 +132,7 @@ func TestZstdCodesRepeatsOfAPlaneOfNumbers(t *testing.T) {
 	}
 	plane := bytes.Repeat(period, 2*blockSize/len(period))
 	c := &coder{bs: blockSize}
-	out := c.appendPlane(nil, plane, false)
+	out := c.appendPlane(nil, plane, -1, false)
 	if out[0] != modeZstd {
 		t.Fatalf("plane mode %d in %d bytes, want zstd", out[0], len(out))
 	}

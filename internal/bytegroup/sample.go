@@ -52,19 +52,72 @@ const rawEntropy = 7.85
 // with the block-by-block coding's.
 var rawShortcut = true
 
-// planeRaw reports whether every block of plane (of bs bytes, the last
-// shorter) samples over rawEntropy, so that appendPlane would keep each
-// block raw and then the plane.
-func planeRaw(plane []byte, bs int) bool {
+// planeRaw reports whether every block of plane p (of c.bs bytes, the
+// last shorter) samples over rawEntropy, so that appendPlane would keep
+// each block raw and then the plane.
+func (c *coder) planeRaw(p int, plane []byte) bool {
 	if len(plane) == 0 {
 		return false
 	}
-	for off := 0; off < len(plane); off += bs {
-		if e, _ := sampled(plane[off:min(off+bs, len(plane))]); e <= rawEntropy {
+	for off := 0; off < len(plane); off += c.bs {
+		if e, _ := c.sampled(p, off/c.bs, plane[off:min(off+c.bs, len(plane))]); e <= rawEntropy {
 			return false // a block under 16 KiB is not sampled: 0
 		}
 	}
 	return true
+}
+
+// blockSample is what sampled says of a block.
+type blockSample struct{ entropy, top float64 }
+
+// sampled is sampled(blk) for block b of plane p, as splitSampled
+// counted it where it did.
+func (c *coder) sampled(p, b int, blk []byte) (entropy, top float64) {
+	if p >= 0 && p < len(c.pre) && b < len(c.pre[p]) {
+		return c.pre[p][b].entropy, c.pre[p][b].top
+	}
+	return sampled(blk)
+}
+
+// splitSampled is split, and for two planes the samples of each block
+// of both (sampled's bytes, every 16th) counted as the elements go by:
+// read on their own, the samples took a pass over each plane, a twentieth
+// of a repack.
+func (c *coder) splitSampled(src []byte, planes [][]byte, width int) {
+	c.pre = c.pre[:0]
+	if width != 2 {
+		split(src, planes, width)
+		return
+	}
+	n := len(planes[0])
+	blocks := (n + c.bs - 1) / c.bs
+	for range 2 {
+		c.pre = append(c.pre, make([]blockSample, 0, blocks))
+	}
+	for off := 0; off < n; off += c.bs {
+		l := min(c.bs, n-off)
+		var h [2][256]uint32
+		ps := rest(planes, off)
+		ps[0], ps[1] = ps[0][:l], ps[1][:l]
+		el := src[2*off : 2*(off+l)]
+		k := splitSampledFast(el, ps, &h)
+		for i := k; i < l; i += 16 {
+			h[0][el[2*i]]++
+			h[1][el[2*i+1]]++
+		}
+		splitGo(el[2*k:], rest(ps, k), 2)
+		for p := range 2 {
+			var e, t float64
+			if l >= 16<<10 { // as sampled: a block under 16 KiB is not
+				var hi [256]int
+				for v, x := range h[p] {
+					hi[v] = int(x)
+				}
+				e, t = entropyOf(&hi, (l+15)/16)
+			}
+			c.pre[p] = append(c.pre[p], blockSample{e, t})
+		}
+	}
 }
 
 // entropyOf is the entropy in bits a byte of n bytes counted in h, and
