@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 )
@@ -155,16 +157,26 @@ func (r *BlobReader) readStored(rec BlobRecord, buf []byte, verify bool) ([]byte
 }
 
 func (r *BlobReader) pack(id PackID) (*os.File, error) {
+	return r.cachedPack(r.packs, id, os.O_RDONLY)
+}
+
+// cachedPack opens pack id with flag once, keeping it in cache (r.packs
+// or r.direct) until Close. An O_DIRECT open the file system refuses
+// (EINVAL) is kept as nil, and no error.
+func (r *BlobReader) cachedPack(cache map[PackID]*os.File, id PackID, flag int) (*os.File, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.packs[id]; ok {
+	if f, ok := cache[id]; ok {
 		return f, nil
 	}
-	f, err := os.Open(r.s.PackPath(id))
+	f, err := os.OpenFile(r.s.PackPath(id), flag, 0)
+	if flag&unix.O_DIRECT != 0 && errors.Is(err, unix.EINVAL) {
+		f, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	r.packs[id] = f
+	cache[id] = f
 	return f, nil
 }
 
@@ -172,15 +184,13 @@ func (r *BlobReader) pack(id PackID) (*os.File, error) {
 func (r *BlobReader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, f := range r.packs {
-		f.Close()
-		delete(r.packs, id)
-	}
-	for id, f := range r.direct {
-		if f != nil {
-			f.Close()
+	for _, cache := range []map[PackID]*os.File{r.packs, r.direct} {
+		for id, f := range cache {
+			if f != nil {
+				f.Close()
+			}
+			delete(cache, id)
 		}
-		delete(r.direct, id)
 	}
 	return nil
 }

@@ -101,21 +101,7 @@ func (r *BlobReader) readPackedDirect(id PackID, off int64, buf []byte) (done bo
 // directPack opens pack id with O_DIRECT once; nil and no error where the
 // file system refuses it (remembered, so that it is asked once a pack).
 func (r *BlobReader) directPack(id PackID) (*os.File, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.direct[id]; ok {
-		return f, nil
-	}
-	f, err := os.OpenFile(r.s.PackPath(id), os.O_RDONLY|unix.O_DIRECT, 0)
-	if errors.Is(err, unix.EINVAL) {
-		r.direct[id] = nil
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.direct[id] = f
-	return f, nil
+	return r.cachedPack(r.direct, id, os.O_RDONLY|unix.O_DIRECT)
 }
 
 // DirectAlign is the alignment O_DIRECT asks of a buffer, offset and
