@@ -37,23 +37,14 @@ func LogicalSizes(st *store.Store, ds []objects.Digest) (map[objects.Digest]int6
 	return out, err
 }
 
-// logicalBytes is the size of version d's files, read from its record
-// (store.ManifestLogicalBytes) or the head of its encoding
-// (objects.PeekLogicalBytes), so that listing thousands of versions does
-// not decode thousands of manifests; a manifest in another shape is
-// decoded.
+// logicalBytes is the size of version d's files, from its record
+// (store.ManifestLogicalBytes), so that listing thousands of versions does
+// not read thousands of manifests; a manifest in another shape is decoded.
 func logicalBytes(st *store.Store, tx *bolt.Tx, d objects.Digest) (int64, error) {
 	if n, ok := store.ManifestLogicalBytes(tx, d); ok {
 		return n, nil
 	}
-	b, err := st.ManifestBytes(tx, d)
-	if err != nil {
-		return 0, err
-	}
-	if n, ok := objects.PeekLogicalBytes(b); ok {
-		return n, nil
-	}
-	m, err := objects.DecodeManifest(b)
+	m, err := st.Manifest(tx, d)
 	if err != nil {
 		return 0, err
 	}

@@ -174,13 +174,13 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 		rec, err := decodeBlobRecord(d, v)
 		// A manifest's blob is one loose file whatever its size (28 MB for
 		// 100,000 tensors); every other blob is at most a chunk.
-		manifest := rec.Encoding == EncodingRaw && !rec.Coded() && len(k) == len(d) && manifests.Get(k) != nil
+		manifest := func() bool { return rec.Encoding == EncodingRaw && !rec.Coded() && manifests.Get(k) != nil }
 		switch {
 		case len(k) != len(d):
 			corrupt("index", fmt.Sprintf("%x", k), "blob record under a key of %d bytes", len(k))
 		case err != nil:
 			corrupt("blob", d.String(), "%v", err)
-		case rec.Size > objects.ChunkSize && !manifest || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
+		case rec.Size > objects.ChunkSize && !manifest() || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
 			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, raw packed blobs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
 		default:
 			st.recs[d] = rec

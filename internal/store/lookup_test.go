@@ -98,7 +98,7 @@ func TestManifestOutlivesItsTransaction(t *testing.T) {
 		}
 		var got *objects.Manifest
 		if err := st.View(func(tx *bolt.Tx) (err error) {
-			if _, stubbed := ManifestLogicalBytes(tx, d); stubbed != (meta != "") {
+			if _, _, stubbed := stub(tx.Bucket(bucketManifests).Get(d[:])); stubbed != (meta != "") {
 				t.Fatalf("meta %d bytes: a stub %v", len(meta), stubbed)
 			}
 			got, err = st.Manifest(tx, d)

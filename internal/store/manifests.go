@@ -134,13 +134,7 @@ func (s *Store) withManifest(tx *bolt.Tx, d objects.Digest, fn func([]byte) erro
 // and leaves no copy on the heap for a checkout to carry while it plans.
 func (s *Store) withBlob(rec BlobRecord, fn func([]byte) error) (err error) {
 	if rec.Encoding != EncodingRaw || rec.Coded() || rec.Size == 0 {
-		r := s.NewBlobReader()
-		defer r.Close()
-		b, err := r.Read(rec, nil)
-		if err != nil {
-			return err
-		}
-		return fn(b)
+		return s.readBlob(rec, fn)
 	}
 	f, err := os.Open(s.BlobPath(rec.Digest))
 	if err != nil {
@@ -151,8 +145,8 @@ func (s *Store) withBlob(rec BlobRecord, fn func([]byte) error) (err error) {
 		return errs.New(errs.IntegrityError, "store", "blob %s: its file is not its %d recorded bytes (run `mstore fsck`)", rec.Digest.Short(), rec.Size)
 	}
 	m, err := unix.Mmap(int(f.Fd()), 0, int(rec.Size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("store: map blob %s: %w", rec.Digest.Short(), err)
+	if err != nil { // no address space left (ulimit -v): read it instead
+		return s.readBlob(rec, fn)
 	}
 	defer unix.Munmap(m)
 	// A read error of the device faults in the mapping: it is the blob's.
@@ -169,6 +163,18 @@ func (s *Store) withBlob(rec BlobRecord, fn func([]byte) error) (err error) {
 	return fn(m)
 }
 
+// readBlob calls fn with blob rec's bytes, read onto the heap and checked
+// (BlobReader.Read).
+func (s *Store) readBlob(rec BlobRecord, fn func([]byte) error) error {
+	r := s.NewBlobReader()
+	defer r.Close()
+	b, err := r.Read(rec, nil)
+	if err != nil {
+		return err
+	}
+	return fn(b)
+}
+
 // ManifestSize is the length of manifest d's encoding, if it is recorded.
 func ManifestSize(tx *bolt.Tx, d objects.Digest) (int64, bool) {
 	v := tx.Bucket(bucketManifests).Get(d[:])
@@ -181,12 +187,17 @@ func ManifestSize(tx *bolt.Tx, d objects.Digest) (int64, bool) {
 	return int64(len(v)), true
 }
 
-// ManifestLogicalBytes is the size of manifest d's files as its stub
-// records it: ok false without a stub (objects.PeekLogicalBytes reads it
-// from the bytes).
+// ManifestLogicalBytes is the size of manifest d's files, without
+// reading the manifest: from its stub, or peeked from the head of the
+// bytes an older store keeps in the index (objects.PeekLogicalBytes). It
+// checks nothing (fsck does); ok false when neither says, and the caller
+// decodes the manifest.
 func ManifestLogicalBytes(tx *bolt.Tx, d objects.Digest) (int64, bool) {
-	_, logical, ok := stub(tx.Bucket(bucketManifests).Get(d[:]))
-	return logical, ok
+	v := tx.Bucket(bucketManifests).Get(d[:])
+	if _, logical, ok := stub(v); ok {
+		return logical, true
+	}
+	return objects.PeekLogicalBytes(v)
 }
 
 // ManifestIndex answers digest questions about the manifests in one

@@ -102,6 +102,9 @@ func TestManifestBytesLiveInTheirBlob(t *testing.T) {
 		if err == nil && !bytes.Equal(got, oenc) {
 			t.Errorf("ManifestBytes = %q, want %q", got, oenc)
 		}
+		if n, ok := store.ManifestLogicalBytes(tx, od); !ok || n != 0 {
+			t.Errorf("ManifestLogicalBytes of the older form = %d %v, want 0 true", n, ok)
+		}
 		return err
 	})
 	if err != nil {
