@@ -242,8 +242,8 @@ func runCopyJob(blobs *blobSource, df *directFile, path string, j copyJob) error
 // core, in memory bounded by a few chunks a worker (the buffer, the stored
 // bytes, a delta's base).
 func runDecoded(blobs *blobSource, df *directFile, path string, j copyJob) error {
-	bp := directBufs.Get().(*[]byte)
-	defer directBufs.Put(bp)
+	bp := store.ChunkScratch.Get().(*[]byte)
+	defer store.ChunkScratch.Put(bp)
 	data, err := blobs.Read(j.rec, directBuffer(*bp, j.off))
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 )
 
@@ -95,10 +94,6 @@ func (d *directFile) buffered(data []byte, off int64) error {
 	_, err := d.out.WriteAt(data, off)
 	return err
 }
-
-// directBufs are decode buffers of a chunk and two blocks, starting on a
-// block.
-var directBufs = sync.Pool{New: func() any { b := store.AlignedBuffer(objects.ChunkSize + 2*directAlign); return &b }}
 
 // directBuffer returns an empty slice of buf whose byte i lies on an
 // aligned address where off+i is a multiple of directAlign: a blob decoded

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestDirectFileWritesEveryByte(t *testing.T) {
 			if i%5 == 0 {
 				n = min(int64(r.IntN(3*directAlign)+1), size-off) // shorter than directMin
 			}
-			bp := directBufs.Get().(*[]byte)
+			bp := store.ChunkScratch.Get().(*[]byte)
 			buf := directBuffer(*bp, off)[:n]
 			if i%3 == 0 { // not on the output's phase: written buffered
 				buf = (*bp)[1 : 1+n]
@@ -59,7 +60,7 @@ func TestDirectFileWritesEveryByte(t *testing.T) {
 			if err := df.writeAt(buf, off); err != nil {
 				t.Fatal(err)
 			}
-			directBufs.Put(bp)
+			store.ChunkScratch.Put(bp)
 			off += n
 			if mode == "refused midway" && i == 8 {
 				df.refused.Store(true) // as after an EINVAL

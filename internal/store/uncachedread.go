@@ -85,8 +85,8 @@ func (r *BlobReader) readPackedDirect(id PackID, off int64, buf []byte) (done bo
 	if f == nil || err != nil {
 		return err != nil, err
 	}
-	sp := scratchBufs.Get().(*[]byte)
-	defer scratchBufs.Put(sp)
+	sp := ChunkScratch.Get().(*[]byte)
+	defer ChunkScratch.Put(sp)
 	n, err := f.ReadAt((*sp)[:span], lo)
 	if errors.Is(err, unix.EINVAL) {
 		return false, nil
@@ -125,4 +125,7 @@ func roundUp(n int) int { return (n + directAlign - 1) &^ (directAlign - 1) }
 // scratchSize holds a chunk at any offset in its first block.
 const scratchSize = objects.ChunkSize + 2*directAlign
 
-var scratchBufs = sync.Pool{New: func() any { b := AlignedBuffer(scratchSize); return &b }}
+// ChunkScratch lends buffers of scratchSize bytes that start on a block:
+// the uncached reads' and a checkout's decoding of coded blobs
+// (restorer.directBuffer places a blob in one on its output's blocks).
+var ChunkScratch = sync.Pool{New: func() any { b := AlignedBuffer(scratchSize); return &b }}
