@@ -21,7 +21,8 @@ import (
 // blobs it needs, and the manifest itself as blob d (the copy that
 // `fsck --rebuild-index` reads), must be recorded in the same transaction
 // or before. When blob d is recorded, the index keeps a stub (its size and
-// logical bytes) and the blob is where its bytes are read: a manifest of
+// logical bytes) and the blob is where its bytes are read (in a store of
+// format 2 on: keepsStubs): a manifest of
 // 19,500 tensors is 5.8 MB, of 100,000 tensors 28 MB, and writing them
 // into the index a second time was most of an add's last commit (30 of 35
 // ms for the first, 40 of 41 for the second), and made a store of hundreds
@@ -37,7 +38,7 @@ func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 	v := encoded
 	if rec, ok, err := Blob(tx, d); err != nil {
 		return err
-	} else if ok && rec.Size == int64(len(encoded)) {
+	} else if ok && rec.Size == int64(len(encoded)) && keepsStubs(tx) {
 		if logical, ok := objects.PeekLogicalBytes(encoded); ok {
 			v = manifestStub(rec.Size, logical)
 		}
@@ -46,6 +47,13 @@ func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 		return fmt.Errorf("store: record manifest: %w", err)
 	}
 	return journal.Add(tx, journal.Record{Op: journal.OpManifest, Digest: d, Size: int64(len(encoded))})
+}
+
+// keepsStubs reports whether tx's store keeps its manifests as stubs:
+// format 2 on. A format-1 store keeps every manifest's bytes in its index,
+// as the builds that read it expect.
+func keepsStubs(tx *bolt.Tx) bool {
+	return getU64(tx.Bucket(bucketMeta).Get(keyFormat)) >= 2
 }
 
 // A manifest's stub is stubTag, its size and its logical bytes (8 bytes

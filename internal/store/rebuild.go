@@ -183,7 +183,7 @@ func layout(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if err := meta.Put([]byte("format"), u64(FormatVersion)); err != nil {
+	if err := meta.Put(keyFormat, u64(FormatVersion)); err != nil {
 		return err
 	}
 	if err := meta.Put([]byte("chunk_size"), u64(objects.ChunkSize)); err != nil {

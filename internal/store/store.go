@@ -18,8 +18,18 @@ import (
 	"github.com/mstore/mstore/internal/objects"
 )
 
-// FormatVersion is the store layout this build reads and writes.
-const FormatVersion = 1
+// FormatVersion is the store layout this build creates. Format 2 keeps a
+// manifest's bytes only in its blob, and a stub in the index
+// (PutManifest); a build of format 1 would take the stubs for unreadable
+// manifests, so it refuses the store instead.
+const FormatVersion = 2
+
+// oldestFormat is the oldest layout this build reads and writes, in its
+// own form: a format-1 store stays readable by the builds that made it.
+const oldestFormat = 1
+
+// keyFormat is the meta key of the store's layout version.
+var keyFormat = []byte("format")
 
 const (
 	indexFile   = "index.db"
@@ -123,8 +133,8 @@ func (s *Store) create() error {
 		if err != nil {
 			return err
 		}
-		if meta.Get([]byte("format")) == nil {
-			if err := meta.Put([]byte("format"), u64(FormatVersion)); err != nil {
+		if meta.Get(keyFormat) == nil {
+			if err := meta.Put(keyFormat, u64(FormatVersion)); err != nil {
 				return err
 			}
 			if err := meta.Put([]byte("chunk_size"), u64(objects.ChunkSize)); err != nil {
@@ -169,8 +179,8 @@ func (s *Store) checkFormat(tx *bolt.Tx) error {
 	if meta == nil {
 		return errs.New(errs.IntegrityError, "store", "%s has no format record", filepath.Join(s.dir, indexFile))
 	}
-	if v := getU64(meta.Get([]byte("format"))); v != FormatVersion {
-		return errs.New(errs.UnsupportedVersion, "store", "store format %d (this build knows %d)", v, FormatVersion)
+	if v := getU64(meta.Get(keyFormat)); v < oldestFormat || v > FormatVersion {
+		return errs.New(errs.UnsupportedVersion, "store", "store format %d (this build knows %d to %d); use a newer mstore", v, oldestFormat, FormatVersion)
 	}
 	if v := getU64(meta.Get([]byte("chunk_size"))); v != objects.ChunkSize {
 		return errs.New(errs.UnsupportedVersion, "store", "store chunk size %d (this build uses %d)", v, objects.ChunkSize)

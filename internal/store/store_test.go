@@ -45,6 +45,70 @@ func TestOpenRefusesOtherFormatVersion(t *testing.T) {
 	}
 }
 
+// A store of format 1 (before manifest stubs) opens, and keeps its
+// manifests' bytes in its index: the builds that made it read them there.
+// A new store is of format 2, and keeps a stub.
+func TestFormatOneStoreKeepsManifestBytes(t *testing.T) {
+	put := func(st *Store) []byte {
+		t.Helper()
+		m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "safetensors", Files: []objects.File{}, Tensors: []objects.Tensor{}}
+		d, enc, err := m.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := st.WriteManifestBlob(d, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v []byte
+		err = st.Update(func(tx *bolt.Tx) error {
+			if err := RecordBlobs(tx, recs); err != nil {
+				return err
+			}
+			if err := PutManifest(tx, d, enc); err != nil {
+				return err
+			}
+			v = bytes.Clone(tx.Bucket(bucketManifests).Get(d[:]))
+			got, err := st.ManifestBytes(tx, d)
+			if err == nil && !bytes.Equal(got, enc) {
+				t.Errorf("ManifestBytes = %q, want %q", got, enc)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	format := func(st *Store) (v uint64) {
+		st.View(func(tx *bolt.Tx) error { v = getU64(tx.Bucket(bucketMeta).Get(keyFormat)); return nil })
+		return v
+	}
+
+	fresh := newStore(t)
+	if v := format(fresh); v != 2 {
+		t.Fatalf("a new store is of format %d, want 2", v)
+	}
+	if _, _, ok := stub(put(fresh)); !ok {
+		t.Fatal("a new store keeps a manifest's bytes in its index, want a stub")
+	}
+
+	old := newStore(t)
+	if err := old.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, u64(1)) }); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := Open(old.Dir(), false, Options{})
+	if err != nil {
+		t.Fatalf("a store of format 1: %v", err)
+	}
+	if v := put(reopened); len(v) == 0 || v[0] != '{' {
+		t.Fatalf("a store of format 1 keeps %q in its index, want the manifest's bytes", v)
+	}
+	if v := format(reopened); v != 1 {
+		t.Fatalf("a store of format 1 became format %d", v)
+	}
+}
+
 // commit writes blobs in one batch and records them.
 func commit(t *testing.T, st *Store, blobs ...[]byte) []BlobRecord {
 	t.Helper()
