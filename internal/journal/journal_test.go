@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -22,6 +23,27 @@ func mustRead(t *testing.T, path string) *Log {
 	l, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Check finds what Read finds, without the records.
+	c, err := Check(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := func(l *Log) Log {
+		n := *l
+		n.Batches = nil
+		for _, b := range l.Batches {
+			n.Batches = append(n.Batches, Batch{Seq: b.Seq})
+		}
+		return n
+	}
+	for _, b := range c.Batches {
+		if b.Records != nil {
+			t.Fatalf("Check kept the records of batch %d", b.Seq)
+		}
+	}
+	if got, want := counts(c), counts(l); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Check found %+v, Read %+v", got, want)
 	}
 	return l
 }

@@ -60,15 +60,23 @@ type Diff struct {
 // one removed and one added.
 func Compare(a, b *Manifest) Diff {
 	d := Diff{Count: map[Change]int{}, Bytes: map[Change]int64{}}
-	old := map[string]Tensor{}
-	for _, t := range a.Tensors {
-		old[t.Name] = t
+	// a's tensors by name (the last of a name, as a map of them would
+	// keep) and which of those b names too, as indexes: a diff of two
+	// versions of 100,000 tensors held a copy of each tensor in a map
+	// grown from empty, and peaked at 200 MB.
+	old := make(map[string]int, len(a.Tensors))
+	for i, t := range a.Tensors {
+		old[t.Name] = i
 	}
-	seen := map[string]bool{}
+	seen := make([]bool, len(a.Tensors))
+	d.Tensors = make([]TensorDiff, 0, len(b.Tensors))
 	for _, t := range b.Tensors {
-		seen[t.Name] = true
 		td := TensorDiff{Name: t.Name, ToBytes: t.Size, ToDType: t.DType, ToShape: t.Shape, digest: t.Digest}
-		o, ok := old[t.Name]
+		i, ok := old[t.Name]
+		var o Tensor
+		if ok {
+			seen[i], o = true, a.Tensors[i]
+		}
 		switch {
 		case !ok:
 			td.Change, td.NewChunkBytes = Added, t.Size
@@ -81,7 +89,7 @@ func Compare(a, b *Manifest) Diff {
 		d.Tensors = append(d.Tensors, td)
 	}
 	for _, t := range a.Tensors {
-		if !seen[t.Name] {
+		if !seen[old[t.Name]] {
 			d.Tensors = append(d.Tensors, TensorDiff{Name: t.Name, Change: Removed, FromBytes: t.Size, FromDType: t.DType, FromShape: t.Shape, digest: t.Digest})
 		}
 	}

@@ -86,7 +86,30 @@ type FsckReport struct {
 type need struct {
 	digest objects.Digest
 	size   int64
-	where  string // "tensor NAME", "file PATH" or "the manifest itself"
+	// where is what needs it (a tensor's or file's name, the manifest
+	// itself), put in words only for a finding: a manifest of 100,000
+	// tensors made as many strings, kept to fsck's end.
+	kind needKind
+	name string
+}
+
+type needKind uint8
+
+const (
+	needTensor needKind = iota
+	needFile
+	needSelf
+)
+
+// where says, for a finding, what needs the blob.
+func (n need) where() string {
+	switch n.kind {
+	case needTensor:
+		return "tensor " + strconv.Quote(n.name)
+	case needFile:
+		return "file " + strconv.Quote(n.name)
+	}
+	return "the manifest itself (its copy for `fsck --rebuild-index`)"
 }
 
 // fsckState is what fsck read from the index, copied out of the
@@ -131,7 +154,7 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
 		return nil, err
 	}
-	if log, err := journal.Read(s.journalPath()); err != nil {
+	if log, err := journal.Check(s.journalPath()); err != nil {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
 	} else if log.Damaged > 0 || log.Orphans > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal has %d damaged batch(es) and %d stray line(s): what they recorded could not be rebuilt from it", log.Damaged, log.Orphans))
@@ -193,7 +216,7 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	err = ForEachManifest(tx, func(d objects.Digest) error {
 		r.Manifests++
 		size, _ := ManifestSize(tx, d)
-		self := need{d, size, "the manifest itself (its copy for `fsck --rebuild-index`)"}
+		self := need{digest: d, size: size, kind: needSelf}
 		m, err := s.Manifest(tx, d)
 		if err != nil {
 			corrupt("manifest", d.String(), "%v", err)
@@ -257,20 +280,31 @@ func (s *Store) checkNames(tx *bolt.Tx, names Names, r *FsckReport, st *fsckStat
 
 // manifestNeeds lists every blob m needs with the size m expects.
 func manifestNeeds(m *objects.Manifest) []need {
-	var out []need
-	add := func(size int64, chunks []objects.Digest, where string) {
-		for i, c := range chunks {
-			_, n := objects.ChunkBounds(size, i)
-			out = append(out, need{c, n, where})
-		}
-	}
+	n := 1 // and the manifest itself, which the caller adds
 	for _, t := range m.Tensors {
-		add(t.Size, t.Chunks, "tensor "+strconv.Quote(t.Name))
+		n += len(t.Chunks)
 	}
 	for _, f := range m.Files {
 		for _, e := range f.Extents {
 			if e.Data != nil {
-				add(e.Size, e.Data.Chunks, "file "+strconv.Quote(f.Path))
+				n += len(e.Data.Chunks)
+			}
+		}
+	}
+	out := make([]need, 0, n)
+	add := func(size int64, chunks []objects.Digest, kind needKind, name string) {
+		for i, c := range chunks {
+			_, n := objects.ChunkBounds(size, i)
+			out = append(out, need{digest: c, size: n, kind: kind, name: name})
+		}
+	}
+	for _, t := range m.Tensors {
+		add(t.Size, t.Chunks, needTensor, t.Name)
+	}
+	for _, f := range m.Files {
+		for _, e := range f.Extents {
+			if e.Data != nil {
+				add(e.Size, e.Data.Chunks, needFile, f.Path)
 			}
 		}
 	}
@@ -305,15 +339,16 @@ func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
 		}
 		seen := map[string]bool{}
 		for _, n := range st.needs[md] {
-			if _, ok := bad[n.digest]; !ok || seen[n.digest.String()+n.where] {
+			if _, ok := bad[n.digest]; !ok || seen[n.digest.String()+n.where()] {
 				continue
 			}
-			seen[n.digest.String()+n.where] = true
+			where := n.where()
+			seen[n.digest.String()+where] = true
 			if len(affects[n.digest]) == maxAffects {
 				more[n.digest]++
 				continue
 			}
-			affects[n.digest] = append(affects[n.digest], version+": "+n.where)
+			affects[n.digest] = append(affects[n.digest], version+": "+where)
 		}
 	}
 	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {

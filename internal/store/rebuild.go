@@ -328,12 +328,11 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 					return fmt.Errorf("store: rebuild: %w", err)
 				}
 				defer file.Close()
-				for _, c := range run {
-					if err := ctx.Err(); err != nil {
-						return err
-					}
-					got, err := hashRange(file, c.rec.Offset, c.rec.Size)
+				at := func(i int) (int64, int64) { return run[i].rec.Offset, run[i].rec.Size }
+				hashPacked(file, len(run), at, func(i int, got objects.Digest, err error) {
+					c := run[i]
 					mu.Lock()
+					defer mu.Unlock()
 					r.Blobs++
 					r.Bytes += c.rec.Size
 					switch {
@@ -342,9 +341,8 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 					case goodOrder[c.rec.Digest] == 0 || goodOrder[c.rec.Digest] > 0 && c.order > goodOrder[c.rec.Digest]:
 						good[c.rec.Digest], goodOrder[c.rec.Digest] = c.rec, c.order
 					}
-					mu.Unlock()
-				}
-				return nil
+				})
+				return ctx.Err()
 			})
 		}
 	}
