@@ -339,11 +339,15 @@ func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
 		}
 		seen := map[string]bool{}
 		for _, n := range st.needs[md] {
-			if _, ok := bad[n.digest]; !ok || seen[n.digest.String()+n.where()] {
+			if _, ok := bad[n.digest]; !ok {
 				continue
 			}
 			where := n.where()
-			seen[n.digest.String()+where] = true
+			key := n.digest.String() + where
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
 			if len(affects[n.digest]) == maxAffects {
 				more[n.digest]++
 				continue
