@@ -37,7 +37,7 @@ func SumSmall(msgs [][]byte, out []Digest) {
 			n++
 			blocks = max(blocks, (len(m)+63)/64)
 		}
-		if n < 2 { // one lane of eight costs more than Sum
+		if n < 3 { // a pass of eight lanes costs about two Sums of 512 bytes
 			for _, k := range at[:n] {
 				out[k] = Sum(msgs[k])
 			}
@@ -67,6 +67,9 @@ var groupPool = sync.Pool{New: func() any { return new(sumGroup) }}
 // sum hashes msgs[k] for each k of at (at most 8, each at most SmallMax
 // bytes, none over blocks blocks) into g.out.
 func (g *sumGroup) sum(msgs [][]byte, at []int, blocks int) {
+	if blocks < 1 || blocks > SmallMax/64 || len(at) > len(g.lens) {
+		panic("objects: sum8 outside its buffers") // sum8 reads 64·blocks bytes a lane
+	}
 	for lane := range g.lens {
 		var m []byte
 		if lane < len(at) {
