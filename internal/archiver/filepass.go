@@ -123,20 +123,40 @@ func (q *writeQueue) stop() {
 
 func (q *writeQueue) store(b batch) {
 	st := b.pass
-	for _, it := range b.items {
+	var msgs [8][]byte
+	var sums [8]objects.Digest
+	for items := b.items; len(items) > 0; {
+		// Up to eight small items' digests at once (a batch of small
+		// tensors holds thousands); a large item's alone.
+		n := 1
+		if len(items[0].data) <= objects.SmallMax {
+			for n < min(8, len(items)) && len(items[n].data) <= objects.SmallMax {
+				n++
+			}
+		}
+		for k, it := range items[:n] {
+			msgs[k] = it.data
+		}
+		objects.SumSmall(msgs[:n], sums[:n])
+		for k, it := range items[:n] {
+			if st.err.Load() != nil {
+				break
+			}
+			d := sums[k]
+			it.s.chunks[it.c] = d
+			if len(it.s.chunks) == 1 {
+				it.s.digest = d
+			}
+			if _, err := q.w.Put(d, it.data); err != nil {
+				failed := err // only a failure is kept: err itself stays off the heap
+				st.err.Store(&failed)
+			}
+			q.prog.add(int64(len(it.data)))
+		}
 		if st.err.Load() != nil {
 			break
 		}
-		d := objects.Sum(it.data)
-		it.s.chunks[it.c] = d
-		if len(it.s.chunks) == 1 {
-			it.s.digest = d
-		}
-		if _, err := q.w.Put(d, it.data); err != nil {
-			failed := err // only a failure is kept: err itself stays off the heap
-			st.err.Store(&failed)
-		}
-		q.prog.add(int64(len(it.data)))
+		items = items[n:]
 	}
 	b.pool.put(b.bp)
 	st.pending.Done()

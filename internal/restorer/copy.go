@@ -318,11 +318,43 @@ func verifyWritten(out *os.File, path string, j copyJob) error {
 			return fmt.Errorf("checkout: read back %s: %w", path, err)
 		}
 	}
+	var c blobCheck
 	for _, pc := range j.pieces {
-		if objects.Sum(data[:pc.size]) != pc.blob { // the message is made only for a mismatch
-			return objects.Verify(data[:pc.size], pc.blob, "blob "+pc.blob.Short())
+		if err := c.add(data[:pc.size], pc.blob); err != nil {
+			return err
 		}
 		data = data[pc.size:]
+	}
+	return c.flush()
+}
+
+// blobCheck verifies blobs up to eight at a time (objects.SumSmall): a
+// run of small tensors is thousands of one-block blobs. The bytes added
+// must stay as they are until the check that holds them is flushed.
+type blobCheck struct {
+	n    int
+	msgs [8][]byte
+	want [8]objects.Digest
+}
+
+func (c *blobCheck) add(b []byte, want objects.Digest) error {
+	c.msgs[c.n], c.want[c.n] = b, want
+	if c.n++; c.n == len(c.msgs) {
+		return c.flush()
+	}
+	return nil
+}
+
+// flush verifies the blobs added since the last flush.
+func (c *blobCheck) flush() error {
+	var got [8]objects.Digest
+	n := c.n
+	c.n = 0
+	objects.SumSmall(c.msgs[:n], got[:n])
+	for i, d := range got[:n] {
+		if d != c.want[i] { // the message is made only for a mismatch
+			return objects.Verify(c.msgs[i], c.want[i], "blob "+c.want[i].Short())
+		}
 	}
 	return nil
 }
@@ -364,6 +396,7 @@ func runBuffered(blobs *blobSource, out *os.File, path string, j copyJob) error 
 			return errs.Wrap(errs.IntegrityError, "checkout", err, "a pack of the store cannot be read whole (run `mstore fsck`)")
 		}
 	}
+	var c blobCheck // buf's blobs, verified before it is written
 	for _, p := range j.parts {
 		at := buf[p.off-j.off : p.off-j.off+p.size]
 		switch {
@@ -385,11 +418,14 @@ func runBuffered(blobs *blobSource, out *os.File, path string, j copyJob) error 
 			}
 		}
 		for _, pc := range p.pieces {
-			if objects.Sum(at[:pc.size]) != pc.blob {
-				return objects.Verify(at[:pc.size], pc.blob, "blob "+pc.blob.Short())
+			if err := c.add(at[:pc.size], pc.blob); err != nil {
+				return err
 			}
 			at = at[pc.size:]
 		}
+	}
+	if err := c.flush(); err != nil {
+		return err
 	}
 	if _, err := out.WriteAt(buf, j.off); err != nil {
 		return fmt.Errorf("checkout: write %s: %w", path, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -45,20 +46,35 @@ var packWindows = sync.Pool{New: func() any { b := make([]byte, packWindow); ret
 
 // hashPacked gives fn the digest of each of n blobs of one pack file, the
 // i-th at(i) (offset and size), in offset order, or the error reading it.
-// A blob larger than the window is read on its own.
+// The blobs a window holds are hashed together (objects.SumSmall, eight
+// small ones at a time) before it is read again; a blob larger than the
+// window is read on its own.
 func hashPacked(file io.ReaderAt, n int, at func(i int) (off, size int64), fn func(i int, got objects.Digest, err error)) {
 	bp := packWindows.Get().(*[]byte)
 	defer packWindows.Put(bp)
 	var winOff int64
 	var win []byte // the pack's bytes from winOff
+	var held []int // the blobs in win not yet hashed, and their bytes
+	var msgs [][]byte
+	var sums []objects.Digest
+	flush := func() {
+		sums = slices.Grow(sums[:0], len(msgs))[:len(msgs)]
+		objects.SumSmall(msgs, sums)
+		for k, i := range held {
+			fn(i, sums[k], nil)
+		}
+		held, msgs = held[:0], msgs[:0]
+	}
 	for i := range n {
 		off, size := at(i)
 		if size > packWindow {
+			flush()
 			got, err := hashRange(file, off, size)
 			fn(i, got, err)
 			continue
 		}
 		if off < winOff || off+size > winOff+int64(len(win)) {
+			flush()
 			got, err := file.ReadAt(*bp, off)
 			if err != nil && err != io.EOF {
 				win = nil
@@ -71,8 +87,10 @@ func hashPacked(file io.ReaderAt, n int, at func(i int) (off, size int64), fn fu
 				continue
 			}
 		}
-		fn(i, objects.Sum(win[off-winOff:][:size]), nil)
+		held = append(held, i)
+		msgs = append(msgs, win[off-winOff:][:size])
 	}
+	flush()
 }
 
 // verifyFile re-hashes a loose blob file and compares it with its name.

@@ -131,6 +131,22 @@ func TestFsckFindsDamage(t *testing.T) {
 			flipBit(t, f.st.PackPath(r.Pack), r.Offset+r.Size-1)
 			return r.Digest.String()
 		}, "blob", "corrupt"},
+		{"bit flip in a small packed blob", func(t *testing.T, f *fixture) string {
+			// Hashed eight at a time with its neighbours (objects.SumSmall).
+			var small []store.BlobRecord
+			for _, r := range f.recs {
+				if r.Encoding == store.EncodingPacked && r.Size <= objects.SmallMax && r.Size > 0 {
+					small = append(small, r)
+				}
+			}
+			if len(small) < 2 {
+				t.Fatalf("%d small packed blobs in the fixture", len(small))
+			}
+			slices.SortFunc(small, func(a, b store.BlobRecord) int { return slices.Compare(a.Digest[:], b.Digest[:]) })
+			r := small[len(small)/2]
+			flipBit(t, f.st.PackPath(r.Pack), r.Offset)
+			return r.Digest.String()
+		}, "blob", "corrupt"},
 		{"loose blob truncated", func(t *testing.T, f *fixture) string {
 			r := f.blob(t, store.EncodingRaw)
 			os.Truncate(f.st.BlobPath(r.Digest), r.Size-1)
