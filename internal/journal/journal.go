@@ -269,23 +269,15 @@ func (l *Log) LastSeq() uint64 {
 }
 
 // Read reads the journal at path. A journal that does not exist is empty.
-func Read(path string) (*Log, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &Log{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	defer f.Close()
-	return read(f, true)
-}
+func Read(path string) (*Log, error) { return readFile(path, true) }
 
 // Check reads the journal at path as Read does, and keeps only the counts
 // and the batches' numbers, not their records: what fsck reports of a
 // journal whose records (100,000 for an add of as many small tensors) it
 // does not need.
-func Check(path string) (*Log, error) {
+func Check(path string) (*Log, error) { return readFile(path, false) }
+
+func readFile(path string, keep bool) (*Log, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Log{}, nil
@@ -294,7 +286,7 @@ func Check(path string) (*Log, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	return read(f, false)
+	return read(f, keep)
 }
 
 // read reads a journal; keep says whether the batches keep their records.

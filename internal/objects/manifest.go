@@ -240,8 +240,9 @@ func CheckReadBack(encoded []byte) error {
 	return err
 }
 
-// Blobs returns every blob digest the manifest needs, each once, sorted.
-func (m *Manifest) Blobs() []Digest {
+// ChunkRefs is how many chunks the manifest's tensors and frames name, a
+// chunk named twice counted twice: room for a list of them.
+func (m *Manifest) ChunkRefs() int {
 	n := 0
 	for _, t := range m.Tensors {
 		n += len(t.Chunks)
@@ -253,7 +254,12 @@ func (m *Manifest) Blobs() []Digest {
 			}
 		}
 	}
-	out := make([]Digest, 0, n)
+	return n
+}
+
+// Blobs returns every blob digest the manifest needs, each once, sorted.
+func (m *Manifest) Blobs() []Digest {
+	out := make([]Digest, 0, m.ChunkRefs())
 	for _, t := range m.Tensors {
 		out = append(out, t.Chunks...)
 	}

@@ -280,18 +280,7 @@ func (s *Store) checkNames(tx *bolt.Tx, names Names, r *FsckReport, st *fsckStat
 
 // manifestNeeds lists every blob m needs with the size m expects.
 func manifestNeeds(m *objects.Manifest) []need {
-	n := 1 // and the manifest itself, which the caller adds
-	for _, t := range m.Tensors {
-		n += len(t.Chunks)
-	}
-	for _, f := range m.Files {
-		for _, e := range f.Extents {
-			if e.Data != nil {
-				n += len(e.Data.Chunks)
-			}
-		}
-	}
-	out := make([]need, 0, n)
+	out := make([]need, 0, m.ChunkRefs()+1) // and the manifest itself, which the caller adds
 	add := func(size int64, chunks []objects.Digest, kind needKind, name string) {
 		for i, c := range chunks {
 			_, n := objects.ChunkBounds(size, i)
