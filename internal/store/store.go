@@ -179,8 +179,11 @@ func (s *Store) checkFormat(tx *bolt.Tx) error {
 	if meta == nil {
 		return errs.New(errs.IntegrityError, "store", "%s has no format record", filepath.Join(s.dir, indexFile))
 	}
-	if v := getU64(meta.Get(keyFormat)); v < oldestFormat || v > FormatVersion {
+	switch v := getU64(meta.Get(keyFormat)); {
+	case v > FormatVersion:
 		return errs.New(errs.UnsupportedVersion, "store", "store format %d (this build knows %d to %d); use a newer mstore", v, oldestFormat, FormatVersion)
+	case v < oldestFormat:
+		return errs.New(errs.UnsupportedVersion, "store", "store format %d (this build knows %d to %d)", v, oldestFormat, FormatVersion)
 	}
 	if v := getU64(meta.Get([]byte("chunk_size"))); v != objects.ChunkSize {
 		return errs.New(errs.UnsupportedVersion, "store", "store chunk size %d (this build uses %d)", v, objects.ChunkSize)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,13 +36,19 @@ func TestOpenMissingStoreIsNotFound(t *testing.T) {
 }
 
 func TestOpenRefusesOtherFormatVersion(t *testing.T) {
-	st := newStore(t)
-	err := st.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("format"), u64(99)) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(st.Dir(), false, Options{}); !errors.Is(err, errs.UnsupportedVersion) {
-		t.Fatalf("err = %v, want unsupported_version", err)
+	for _, v := range []uint64{0, FormatVersion + 1, 99} {
+		st := newStore(t)
+		err := st.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, u64(v)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Open(st.Dir(), false, Options{})
+		if !errors.Is(err, errs.UnsupportedVersion) {
+			t.Fatalf("format %d: err = %v, want unsupported_version", v, err)
+		}
+		if newer := strings.Contains(err.Error(), "newer mstore"); newer != (v > FormatVersion) {
+			t.Errorf("format %d: %v", v, err)
+		}
 	}
 }
 
