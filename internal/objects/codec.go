@@ -251,6 +251,12 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 	if m.Format, ok = d.str(); !ok || !d.lit(`,"files":`) {
 		return nil, false
 	}
+	// The files' extents are cut from one arena too, bounded like the
+	// tensors below (a quote inside a string is escaped, so each extent
+	// is one match): a file of 100,000 tensors grew its list by append.
+	if n := min(bytes.Count(d.b[d.i:], []byte(`{"kind":`)), (len(d.b)-d.i)/minExtentEncoding); n > 0 {
+		d.extents = make([]Extent, 0, n)
+	}
 	if !d.list(func() bool {
 		f, ok := d.file()
 		m.Files = append(m.Files, f)
@@ -286,6 +292,10 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 	return m, true
 }
 
+// minExtentEncoding is the length of the shortest encoded extent:
+// {"kind":"zeros","size":0}
+const minExtentEncoding = 25
+
 // minTensorEncoding is the length of the shortest encoded tensor:
 // {"name":"","dtype":"","shape":null,"size":0,"digest":"<64 hex>","chunks":null}
 const minTensorEncoding = 134
@@ -297,6 +307,7 @@ type canonReader struct {
 	// allocation for all of them rather than one per tensor.
 	digests []Digest
 	ints    []int64
+	extents []Extent
 	dtypes  map[string]string // interned: a model has a few dtypes
 }
 
@@ -336,17 +347,34 @@ func (d *canonReader) list(item func() bool, empty func()) bool {
 	}
 }
 
+// int reads what strconv.ParseInt takes of an optional minus and digits.
+// Up to 18 digits (every size and offset) cannot overflow and are summed
+// here; ParseInt, whose argument escapes, took a string allocated for
+// each of a large manifest's 300,000 numbers.
 func (d *canonReader) int() (int64, bool) {
 	j := d.i
-	if j < len(d.b) && d.b[j] == '-' {
+	neg := j < len(d.b) && d.b[j] == '-'
+	if neg {
 		j++
 	}
+	start := j
+	var v int64
 	for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
+		v = v*10 + int64(d.b[j]-'0') // wraps past 18 digits; not used then
 		j++
 	}
-	v, err := strconv.ParseInt(string(d.b[d.i:j]), 10, 64)
-	if err != nil {
+	switch n := j - start; {
+	case n == 0:
 		return 0, false
+	case n > 18:
+		p, err := strconv.ParseInt(string(d.b[d.i:j]), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		v, neg = p, false
+	}
+	if neg {
+		v = -v
 	}
 	d.i = j
 	return v, true
@@ -421,7 +449,7 @@ func (d *canonReader) digest() (Digest, bool) {
 	if len(d.b)-d.i < 66 || d.b[d.i] != '"' || d.b[d.i+65] != '"' {
 		return out, false
 	}
-	if _, err := hex.Decode(out[:], d.b[d.i+1:d.i+65]); err != nil {
+	if !decodeHex(&out, d.b[d.i+1:d.i+65]) {
 		return out, false
 	}
 	d.i += 66
@@ -477,12 +505,16 @@ func (d *canonReader) file() (File, bool) {
 	if !d.lit(`,"extents":`) {
 		return f, false
 	}
+	start := len(d.extents)
 	if !d.list(func() bool {
 		e, ok := d.extent()
-		f.Extents = append(f.Extents, e)
+		d.extents = append(d.extents, e)
 		return ok
 	}, func() { f.Extents = []Extent{} }) {
 		return f, false
+	}
+	if n := len(d.extents); n > start {
+		f.Extents = d.extents[start:n:n] // capped: an append copies
 	}
 	return f, d.lit("}")
 }

@@ -1,0 +1,110 @@
+package objects
+
+import (
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// canonReader.int takes exactly what strconv.ParseInt takes of a minus and
+// digits, with the same value, whether it sums the digits itself (up to
+// 18) or hands them to ParseInt.
+func TestCanonIntIsParseInt(t *testing.T) {
+	cases := []string{"0", "-0", "7", "-7", "007", "-", "", "x", "-x",
+		"123456789012345678", "-123456789012345678", "999999999999999999",
+		"1234567890123456789", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9223372036854775809", "99999999999999999999",
+		"00000000000000000000001", "-00000000000000000000009223372036854775808"}
+	for _, in := range cases {
+		d := canonReader{b: []byte(in + `,"`)}
+		v, ok := d.int()
+		digits := strings.TrimRight(in, "x")
+		want, err := strconv.ParseInt(digits, 10, 64)
+		if ok != (err == nil) || ok && (v != want || d.i != len(in)) {
+			t.Errorf("int(%q) = %d, %v (at %d); ParseInt: %d, %v", in, v, ok, d.i, want, err)
+		}
+		if !ok && d.i != 0 {
+			t.Errorf("int(%q) refused and moved to %d", in, d.i)
+		}
+	}
+}
+
+// decodeHex takes 64 lowercase hex digits and nothing else: each byte
+// value at each position, and other lengths.
+func TestDecodeHex(t *testing.T) {
+	const valid = "0123456789abcdef00112233445566778899aabbccddeeffa0b1c2d3e4f5a6b7"
+	var want Digest
+	hex.Decode(want[:], []byte(valid))
+	var d Digest
+	if !decodeHex(&d, valid) || d != want {
+		t.Fatalf("decodeHex(%q) = %x", valid, d)
+	}
+	for pos := range len(valid) {
+		for c := range 256 {
+			in := []byte(valid)
+			in[pos] = byte(c)
+			lower := c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+			var got Digest
+			ok := decodeHex(&got, in)
+			var ref Digest
+			_, err := hex.Decode(ref[:], in)
+			if ok != lower || ok && (err != nil || got != ref) {
+				t.Fatalf("byte %#x at %d: decodeHex %v %x, hex.Decode %v %x", c, pos, ok, got, err, ref)
+			}
+		}
+	}
+	for _, n := range []int{0, 62, 63, 65, 66} {
+		if decodeHex(&d, strings.Repeat("a", n)) {
+			t.Errorf("decodeHex took %d digits", n)
+		}
+	}
+}
+
+// The shortest extent encoding is what decodeCanonical's allocation bound
+// for the extents assumes.
+func TestMinExtentEncoding(t *testing.T) {
+	for _, k := range []ExtentKind{ExtentTensor, ExtentFrame, ExtentZeros} {
+		f := &File{Extents: []Extent{{Kind: k}}}
+		none := &File{Extents: []Extent{}}
+		with, _ := appendFile(nil, f, func(p []byte) ([]byte, bool) { return p, true })
+		without, _ := appendFile(nil, none, func(p []byte) ([]byte, bool) { return p, true })
+		if n := len(with) - len(without); n < minExtentEncoding {
+			t.Errorf("an empty %s extent encodes in %d bytes, below minExtentEncoding %d", k, n, minExtentEncoding)
+		}
+	}
+	if n := len(`{"kind":"zeros","size":0}`); n != minExtentEncoding {
+		t.Errorf("minExtentEncoding is %d, the shortest extent %d", minExtentEncoding, n)
+	}
+}
+
+// Digest hashes a large encoding beside writing it: the digest and bytes
+// are those of Encode, for plain and escaped text, whatever the size
+// around hashBeside.
+func TestDigestOfLargeManifest(t *testing.T) {
+	for _, n := range []int{3_000, 4_000, 12_000} {
+		for _, name := range []string{"layers.%d.weight", "ü\u2028\"layers.%d"} {
+			m := &Manifest{Schema: ManifestSchema, Format: "safetensors"}
+			f := File{Path: "model.safetensors", Role: RoleContainer}
+			for i := range n {
+				d := Sum([]byte(strconv.Itoa(i)))
+				m.Tensors = append(m.Tensors, Tensor{Name: strings.Replace(name, "%d", strconv.Itoa(i), 1), DType: "F32",
+					Shape: []int64{128}, Size: 512, Digest: d, Chunks: []Digest{d}})
+				f.Extents = append(f.Extents, Extent{Kind: ExtentTensor, Size: 512, Tensor: i})
+				f.Size += 512
+			}
+			m.Files = []File{f}
+			enc, err := m.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, b, err := m.Digest()
+			if err != nil || string(b) != string(enc) || d != Sum(enc) {
+				t.Fatalf("%d tensors named %q: Digest %s (err %v), %d bytes; Encode %d bytes, digest %s", n, name, d.Short(), err, len(b), len(enc), Sum(enc).Short())
+			}
+			if above := len(enc) > hashBeside; above != (n > 3_000) {
+				t.Fatalf("%d tensors encode in %d bytes: the cases no longer straddle hashBeside", n, len(enc))
+			}
+		}
+	}
+}
