@@ -107,42 +107,82 @@ func badRecord(d objects.Digest) error {
 func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 	recs = sortedRecords(recs)
 	b := tx.Bucket(bucketBlobs)
-	suspect := tx.Bucket(bucketSuspect)
-	j := newPackJournal(recs)
-	// The records' values, cut from one buffer: bbolt keeps each until the
-	// transaction ends, and 100,000 of them were 400,000 allocations.
-	vals := make([]byte, 0, len(recs)*packedRecordLen)
-	c := b.Cursor()
-	if len(recs) > 0 {
-		appendOnly(b, c, recs[0].Digest)
+	fresh, marked := toRecord(b, tx.Bucket(bucketSuspect), recs)
+	if len(fresh) == 0 {
+		return nil
 	}
-	var k []byte
-	for i, r := range recs {
-		if i > 0 && r.Digest == recs[i-1].Digest {
-			continue // recorded just now
+	// The journal's records of the new blobs are built on another core
+	// while they are put: for 100,000 small blobs, 25-30 ms of the 0.15 s
+	// that their transactions took on one.
+	journaled := make(chan []journal.Record, 1)
+	go func() {
+		j := newPackJournal(fresh)
+		for _, r := range fresh {
+			j.add(r)
 		}
-		marked := suspect != nil && suspect.Get(r.Digest[:]) != nil
-		// recs are in key order: one cursor walks the index with them
-		// (bbolt's Put moves no cursor of ours).
+		journaled <- j.records()
+	}()
+	err := putRecords(b, tx.Bucket(bucketSuspect), fresh, marked)
+	jrecs := <-journaled
+	if err != nil {
+		return err
+	}
+	return journal.AddAll(tx, jrecs)
+}
+
+// toRecord returns the records of recs (in key order) that RecordBlobs
+// puts: each digest once, not yet recorded or marked suspect; and the
+// marked ones. recs itself when that is all of them (an add's blobs are
+// new), so that 100,000 records are not copied.
+func toRecord(b, suspect *bolt.Bucket, recs []BlobRecord) (fresh []BlobRecord, marked []objects.Digest) {
+	c := b.Cursor()
+	var k []byte
+	copied := false // fresh holds the records kept; until a skip, recs[:i] all are
+	for i, r := range recs {
+		isMarked := suspect != nil && suspect.Get(r.Digest[:]) != nil
+		// recs are in key order: one cursor walks the index with them.
 		if i == 0 || k != nil && bytes.Compare(k, r.Digest[:]) < 0 {
 			k, _ = c.Seek(r.Digest[:])
 		}
-		if bytes.Equal(k, r.Digest[:]) && !marked {
+		twice := i > 0 && r.Digest == recs[i-1].Digest
+		if twice || bytes.Equal(k, r.Digest[:]) && !isMarked {
+			if !copied {
+				fresh, copied = slices.Clone(recs[:i]), true
+			}
 			continue
 		}
-		if marked {
-			if err := suspect.Delete(r.Digest[:]); err != nil {
-				return fmt.Errorf("store: clear suspect mark: %w", err)
-			}
+		if isMarked {
+			marked = append(marked, r.Digest)
 		}
+		if copied {
+			fresh = append(fresh, r)
+		}
+	}
+	if !copied {
+		fresh = recs
+	}
+	return fresh, marked
+}
+
+// putRecords puts fresh (in key order) and clears the marks of marked.
+func putRecords(b, suspect *bolt.Bucket, fresh []BlobRecord, marked []objects.Digest) error {
+	for _, d := range marked {
+		if err := suspect.Delete(d[:]); err != nil {
+			return fmt.Errorf("store: clear suspect mark: %w", err)
+		}
+	}
+	appendOnly(b, b.Cursor(), fresh[0].Digest)
+	// The records' values, cut from one buffer: bbolt keeps each until the
+	// transaction ends, and 100,000 of them were 400,000 allocations.
+	vals := make([]byte, 0, len(fresh)*packedRecordLen)
+	for _, r := range fresh {
 		start := len(vals)
 		vals = appendBlobRecord(vals, r)
 		if err := b.Put(r.Digest[:], vals[start:len(vals):len(vals)]); err != nil {
 			return fmt.Errorf("store: record blob: %w", err)
 		}
-		j.add(r)
 	}
-	return journal.AddAll(tx, j.records())
+	return nil
 }
 
 // appendOnly fills the index's pages whole when every key to be put
