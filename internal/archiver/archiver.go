@@ -11,6 +11,7 @@
 package archiver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -211,6 +212,10 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		res.NewBytes += r.Size
 		res.NewBlobs++
 	}
+	// What the commit checks is still recorded is what the store had when
+	// the add began: the blobs this add wrote it records itself, under its
+	// lock (100,000 look-ups fewer in the version's transaction).
+	needs = notWritten(needs, written)
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
@@ -258,6 +263,23 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	return res, nil
+}
+
+// notWritten returns, in place, the digests of needs that no record of
+// written names. Both are in key order (Manifest.Blobs, BlobWriter.Commit);
+// were written not, a digest would only be kept that could go.
+func notWritten(needs []objects.Digest, written []store.BlobRecord) []objects.Digest {
+	out, j := needs[:0], 0
+	for _, d := range needs {
+		for j < len(written) && bytes.Compare(written[j].Digest[:], d[:]) < 0 {
+			j++
+		}
+		if j < len(written) && written[j].Digest == d {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // checkReadBack is objects.CheckReadBack; a test makes it fail.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,89 @@ func TestNothingRecordedBeforeTheReadBack(t *testing.T) {
 	checkReadBack = objects.CheckReadBack
 	if _, err := Add(context.Background(), st, dir, Options{Name: "m"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A version is committed only with every blob it needs: a blob the store
+// had when the add began (and so did not write again) whose record goes
+// before the commit fails the add, integrity_error, and the ref is not
+// moved.
+func TestAddFailsWhenAKnownBlobLeaves(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	st := newStore(t)
+	first, err := Add(context.Background(), st, dir, Options{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone store.BlobRecord
+	err = st.View(func(tx *bolt.Tx) error {
+		m, err := st.Manifest(tx, first.Digest)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		gone, ok, err = store.Blob(tx, m.Tensors[len(m.Tensors)/2].Digest)
+		if !ok && err == nil {
+			t.Fatal("a tensor's blob is not recorded")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func([]byte) error) { checkReadBack = f }(checkReadBack)
+	checkReadBack = func(b []byte) error { // after the known blobs were taken, before the commit
+		if err := st.Update(func(tx *bolt.Tx) error { return store.RemoveBlobRecords(tx, []store.BlobRecord{gone}) }); err != nil {
+			t.Error(err)
+		}
+		return objects.CheckReadBack(b)
+	}
+	_, err = Add(context.Background(), st, dir, Options{Name: "b"})
+	if !errors.Is(err, errs.IntegrityError) {
+		t.Fatalf("add: %v, want integrity_error", err)
+	}
+	err = st.View(func(tx *bolt.Tx) error {
+		if _, err := refs.Current(tx, "b"); errs.ClassOf(err) != errs.NotFound {
+			t.Fatalf("ref b: %v, want not_found", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notWritten keeps exactly the needs that no written record names.
+func TestNotWritten(t *testing.T) {
+	var ds []objects.Digest
+	for i := range 10 {
+		ds = append(ds, objects.Sum([]byte{byte(i)}))
+	}
+	objects.SortDigests(ds)
+	rec := func(is ...int) []store.BlobRecord {
+		var out []store.BlobRecord
+		for _, i := range is {
+			out = append(out, store.BlobRecord{Digest: ds[i]})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		written []store.BlobRecord
+		want    []int
+	}{
+		{nil, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{rec(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), nil},
+		{rec(0, 3, 9), []int{1, 2, 4, 5, 6, 7, 8}},
+		{append(rec(2, 5), store.BlobRecord{Digest: objects.Sum([]byte("other"))}), []int{0, 1, 3, 4, 6, 7, 8, 9}},
+	} {
+		got := notWritten(slices.Clone(ds), c.written)
+		var want []objects.Digest
+		for _, i := range c.want {
+			want = append(want, ds[i])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("written %d records: kept %d of the needs, want %v", len(c.written), len(got), c.want)
+		}
 	}
 }
