@@ -125,37 +125,38 @@ func (q *writeQueue) store(b batch) {
 	st := b.pass
 	var msgs [8][]byte
 	var sums [8]objects.Digest
-	for items := b.items; len(items) > 0; {
-		// Up to eight small items' digests at once (a batch of small
-		// tensors holds thousands); a large item's alone.
+	for items := b.items; len(items) > 0 && st.err.Load() == nil; {
+		// Up to eight small items at once: their digests side by side
+		// (SumSmall), then one PutSmall (a batch of small tensors holds
+		// thousands). A large item alone.
 		n := 1
-		if len(items[0].data) <= objects.SmallMax {
-			for n < min(8, len(items)) && len(items[n].data) <= objects.SmallMax {
-				n++
-			}
+		small := len(items[0].data) < store.PackThreshold
+		for small && n < min(len(msgs), len(items)) && len(items[n].data) < store.PackThreshold {
+			n++
 		}
+		var size int64
 		for k, it := range items[:n] {
 			msgs[k] = it.data
+			size += int64(len(it.data))
 		}
 		objects.SumSmall(msgs[:n], sums[:n])
 		for k, it := range items[:n] {
-			if st.err.Load() != nil {
-				break
-			}
-			d := sums[k]
-			it.s.chunks[it.c] = d
+			it.s.chunks[it.c] = sums[k]
 			if len(it.s.chunks) == 1 {
-				it.s.digest = d
+				it.s.digest = sums[k]
 			}
-			if _, err := q.w.Put(d, it.data); err != nil {
-				failed := err // only a failure is kept: err itself stays off the heap
-				st.err.Store(&failed)
-			}
-			q.prog.add(int64(len(it.data)))
 		}
-		if st.err.Load() != nil {
-			break
+		var err error
+		if small {
+			err = q.w.PutSmall(sums[:n], msgs[:n])
+		} else {
+			_, err = q.w.Put(sums[0], msgs[0])
 		}
+		if err != nil {
+			failed := err // only a failure is kept: err itself stays off the heap
+			st.err.Store(&failed)
+		}
+		q.prog.add(size)
 		items = items[n:]
 	}
 	b.pool.put(b.bp)

@@ -298,3 +298,86 @@ func TestSmallBatchesShareOnePack(t *testing.T) {
 		t.Fatalf("%d records in %d packs, want 200 in one", len(recs), len(packs))
 	}
 }
+
+// PutSmall writes the blobs of a group that neither the store nor the
+// batch has, each once (twice in the group, or already put by Put), in
+// one pack, each where its record says; it refuses more than smallGroup
+// blobs and blobs of PackThreshold bytes, and answers a committed batch's
+// error.
+func TestPutSmall(t *testing.T) {
+	st := newStore(t)
+	known := randomBytes(100, 1)
+	w := st.NewBlobWriter(nil)
+	if _, err := w.Put(objects.Sum(known), known); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &BlobSet{sorted: []objects.Digest{recs[0].Digest}}
+	w = st.NewBlobWriter(set)
+	putFirst := randomBytes(300, 2)
+	if _, err := w.Put(objects.Sum(putFirst), putFirst); err != nil {
+		t.Fatal(err)
+	}
+	group := [][]byte{randomBytes(0, 3), known, randomBytes(1024, 4), putFirst, randomBytes(PackThreshold-1, 5), randomBytes(7, 6)}
+	group = append(group, group[2]) // twice
+	ds := make([]objects.Digest, len(group))
+	for i, b := range group {
+		ds[i] = objects.Sum(b)
+	}
+	if err := w.PutSmall(ds, group); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[objects.Digest][]byte{objects.Sum(putFirst): putFirst}
+	for _, i := range []int{0, 2, 4, 5} {
+		want[ds[i]] = group[i]
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d blobs written, want %d (each new blob once)", len(got), len(want))
+	}
+	for _, r := range got {
+		b, ok := want[r.Digest]
+		if !ok || r.Encoding != EncodingPacked || r.Size != int64(len(b)) {
+			t.Fatalf("record %+v: not one of the new blobs", r)
+		}
+		stored, err := readBlob(st, r)
+		if err != nil || !bytes.Equal(stored, b) {
+			t.Fatalf("blob %s: %d bytes read (%v), want its %d", r.Digest.Short(), len(stored), err, len(b))
+		}
+	}
+
+	w = st.NewBlobWriter(nil)
+	for _, c := range []struct {
+		name  string
+		datas [][]byte
+	}{
+		{"65 blobs", make([][]byte, smallGroup+1)},
+		{"a blob of PackThreshold bytes", [][]byte{make([]byte, PackThreshold)}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("PutSmall of %s did not panic", c.name)
+				}
+			}()
+			w.PutSmall(make([]objects.Digest, len(c.datas)), c.datas)
+		}()
+	}
+	w.Abort()
+	w = st.NewBlobWriter(nil)
+	if err := w.PutSmall(ds[5:6], group[5:6]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PutSmall(ds[:1], group[:1]); err != errCommitted {
+		t.Errorf("PutSmall after Commit: %v, want %v", err, errCommitted)
+	}
+}
