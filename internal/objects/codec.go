@@ -267,18 +267,7 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 	if !d.lit(`,"tensors":`) {
 		return nil, false
 	}
-	// Room for the tensors, bounded by the shortest a tensor's encoding
-	// can be, so that no input makes this allocate more than it holds.
-	if n := min(bytes.Count(d.b[d.i:], []byte(`{"name":`)), (len(d.b)-d.i)/minTensorEncoding); n > 0 {
-		m.Tensors = make([]Tensor, 0, n)
-		d.digests = make([]Digest, 0, n) // most tensors are one chunk
-		d.ints = make([]int64, 0, 2*n)
-	}
-	if !d.list(func() bool {
-		t, ok := d.tensor()
-		m.Tensors = append(m.Tensors, t)
-		return ok
-	}, func() { m.Tensors = []Tensor{} }) {
+	if m.Tensors, ok = d.tensors(); !ok {
 		return nil, false
 	}
 	if d.lit(`,"meta":`) {
@@ -290,6 +279,92 @@ func decodeCanonical(b []byte) (m *Manifest, ok bool) {
 		return nil, false
 	}
 	return m, true
+}
+
+// tensors reads the manifest's list of tensors. A long list is read in two
+// halves at once, split at a tensor's start near its middle: for 100,000
+// tensors, most of a checkout's reading of its manifest. (A half that
+// does not read as tensors makes the whole not canonical, as it would
+// read in one piece; the caller's sameEncoding then checks the result
+// against every byte.)
+func (d *canonReader) tensors() ([]Tensor, bool) {
+	if d.null() {
+		return nil, true
+	}
+	// Room for the tensors, bounded by the shortest a tensor's encoding
+	// can be, so that no input makes this allocate more than it holds.
+	n := min(bytes.Count(d.b[d.i:], []byte(`{"name":`)), (len(d.b)-d.i)/minTensorEncoding)
+	if !d.lit("[") {
+		return nil, false
+	}
+	if d.lit("]") {
+		return []Tensor{}, true
+	}
+	out := make([]Tensor, 0, n)
+	second := -1 // where the second half's first tensor begins
+	if n >= parallelTensors {
+		from := d.i + (len(d.b)-d.i)/2
+		if at := bytes.Index(d.b[from:], []byte(`},{"name":`)); at >= 0 {
+			second = from + at + len(`},`)
+		}
+	}
+	if second < 0 {
+		return d.tensorRun(out, len(d.b))
+	}
+	k := bytes.Count(d.b[d.i:second], []byte(`{"name":`))
+	first := canonReader{b: d.b[:second], i: d.i}
+	rest := canonReader{b: d.b, i: second}
+	var head []Tensor
+	var headOK bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The first half ends where the second begins: its last tensor is
+		// followed by the comma before it.
+		head, headOK = first.tensorRun(out[:0:k], second-1)
+	}()
+	tail, ok := rest.tensorRun(out[k:k], len(d.b))
+	<-done
+	if !ok || !headOK || len(head) != k || first.i != second {
+		return nil, false
+	}
+	d.i = rest.i
+	if len(tail) > cap(out)-k { // grown past its room: no longer after head
+		return append(head[:k:k], tail...), true
+	}
+	return out[:k+len(tail)], true
+}
+
+// parallelTensors is the length of a list of tensors from which tensors
+// reads it in two halves (a variable: the tests and the fuzzer split short
+// lists too).
+var parallelTensors = 4096
+
+// tensorRun appends to out the tensors of a list whose '[' was read, up
+// to its ']', or up to the comma at stop (a half of it, tensors). It
+// reads into out's room first: tensors gives each half its part of one
+// array.
+func (d *canonReader) tensorRun(out []Tensor, stop int) ([]Tensor, bool) {
+	if n := cap(out) - len(out); n > 0 {
+		d.digests = make([]Digest, 0, n) // most tensors are one chunk
+		d.ints = make([]int64, 0, 2*n)
+	}
+	for {
+		t, ok := d.tensor()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, t)
+		if d.i == stop && d.lit(",") {
+			return out, true
+		}
+		if d.lit("]") {
+			return out, stop == len(d.b)
+		}
+		if !d.lit(",") {
+			return nil, false
+		}
+	}
 }
 
 // minExtentEncoding is the length of the shortest encoded extent:

@@ -1,7 +1,9 @@
 package objects
 
 import (
+	"bytes"
 	"encoding/hex"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +106,45 @@ func TestDigestOfLargeManifest(t *testing.T) {
 			}
 			if above := len(enc) > hashBeside; above != (n > 3_000) {
 				t.Fatalf("%d tensors encode in %d bytes: the cases no longer straddle hashBeside", n, len(enc))
+			}
+		}
+	}
+}
+
+// A list of tensors read in two halves is the list read in one, for
+// every length around the split and a split near the middle of a list
+// of any length; a half that does not read makes the whole not canonical.
+func TestTensorsReadInHalves(t *testing.T) {
+	defer func(n int) { parallelTensors = n }(parallelTensors)
+	for _, n := range []int{1, 2, 3, 5, 17, 200} {
+		m := &Manifest{Schema: ManifestSchema, Format: "safetensors", Files: []File{}}
+		for i := range n {
+			d := Sum([]byte(strconv.Itoa(i)))
+			m.Tensors = append(m.Tensors, Tensor{Name: "t" + strings.Repeat("x", i%7) + strconv.Itoa(i), DType: []string{"F32", "BF16"}[i%2],
+				Shape: []int64{int64(i), 2}[:1+i%2], Size: 8, Digest: d, Chunks: []Digest{d}[:i%2]})
+		}
+		enc := appendManifest(nil, m)
+		parallelTensors = 1 << 30
+		whole, ok := decodeCanonical(enc)
+		if !ok {
+			t.Fatalf("%d tensors: the serial read refuses the canonical encoding", n)
+		}
+		parallelTensors = 1
+		halves, ok := decodeCanonical(enc)
+		if !ok || !reflect.DeepEqual(halves, whole) {
+			t.Fatalf("%d tensors: read in halves (ok %v) differs from the serial read", n, ok)
+		}
+		// Damage each byte of the list in turn: the two reads agree.
+		lo := bytes.Index(enc, []byte(`"tensors":`))
+		for i := lo; i < len(enc); i += 1 + n/3 {
+			bad := bytes.Clone(enc)
+			bad[i] ^= 0x20
+			parallelTensors = 1 << 30
+			w, wok := decodeCanonical(bad)
+			parallelTensors = 1
+			h, hok := decodeCanonical(bad)
+			if wok != hok || wok && !reflect.DeepEqual(w, h) {
+				t.Fatalf("%d tensors, byte %d flipped: serial ok %v, halves ok %v", n, i, wok, hok)
 			}
 		}
 	}
