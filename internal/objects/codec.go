@@ -30,9 +30,33 @@ func appendManifest(b []byte, m *Manifest) []byte {
 
 // sameEncoding reports whether enc is the canonical encoding of m, without
 // holding a second copy of it: each file and tensor is encoded in turn and
-// compared.
+// compared. A long list of tensors is compared in two parts at once, cut
+// at a tensor's comma near the middle of enc: each part is compared byte
+// for byte, so a cut in the wrong place only makes the answer false.
 func sameEncoding(m *Manifest, enc []byte) bool {
-	ok := encodeManifest(m, func(p []byte) bool {
+	n := len(m.Tensors)
+	if n < parallelTensors {
+		return encodesAs(m, 0, n, enc)
+	}
+	at := bytes.Index(enc[len(enc)/2:], []byte(`},{"name":`))
+	list := bytes.LastIndex(enc[:len(enc)/2], []byte(`],"tensors":[`))
+	if at < 0 || list < 0 {
+		return encodesAs(m, 0, n, enc)
+	}
+	cut := len(enc)/2 + at + 1 // the comma before tensor k
+	k := bytes.Count(enc[list:cut], []byte(`{"name":`))
+	if k <= 0 || k >= n {
+		return false
+	}
+	head := make(chan bool)
+	go func() { head <- encodesAs(m, 0, k, enc[:cut]) }()
+	tail := encodesAs(m, k, n, enc[cut:])
+	return <-head && tail
+}
+
+// encodesAs reports whether enc is encodeRange(m, from, to).
+func encodesAs(m *Manifest, from, to int, enc []byte) bool {
+	ok := encodeRange(m, from, to, func(p []byte) bool {
 		if !bytes.HasPrefix(enc, p) {
 			return false
 		}
@@ -45,50 +69,64 @@ func sameEncoding(m *Manifest, enc []byte) bool {
 // encodeManifest gives the canonical encoding of m to emit, in pieces of
 // about one file or tensor; it stops, false, when emit returns false.
 func encodeManifest(m *Manifest, emit func([]byte) bool) bool {
+	return encodeRange(m, 0, len(m.Tensors), emit)
+}
+
+// encodeRange gives emit the part of m's canonical encoding that holds
+// tensors from to to: from its start when from is 0, else from the comma
+// before tensor from; to its end when to is the last, else to the end of
+// tensor to-1.
+func encodeRange(m *Manifest, from, to int, emit func([]byte) bool) bool {
 	b := make([]byte, 0, 4096)
 	flush := func(p []byte) ([]byte, bool) { return p[:0], emit(p) }
 	var ok bool
-	b = append(b, `{"schema":`...)
-	b = strconv.AppendInt(b, int64(m.Schema), 10)
-	b = append(b, `,"format":`...)
-	b = appendString(b, m.Format)
-	b = append(b, `,"files":`...)
-	if m.Files == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range m.Files {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, ok = appendFile(b, &m.Files[i], flush); !ok {
-				return false
-			}
-		}
-		b = append(b, ']')
-	}
-	b = append(b, `,"tensors":`...)
-	if m.Tensors == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range m.Tensors {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendTensor(b, &m.Tensors[i])
-			if len(b) > 2048 {
-				if b, ok = flush(b); !ok {
+	if from == 0 {
+		b = append(b, `{"schema":`...)
+		b = strconv.AppendInt(b, int64(m.Schema), 10)
+		b = append(b, `,"format":`...)
+		b = appendString(b, m.Format)
+		b = append(b, `,"files":`...)
+		if m.Files == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+			for i := range m.Files {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				if b, ok = appendFile(b, &m.Files[i], flush); !ok {
 					return false
 				}
 			}
+			b = append(b, ']')
 		}
-		b = append(b, ']')
+		b = append(b, `,"tensors":`...)
+		if m.Tensors == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+		}
 	}
-	if len(m.Meta) > 0 {
-		b = appendMeta(append(b, `,"meta":`...), m.Meta)
+	for i := from; i < to; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTensor(b, &m.Tensors[i])
+		if len(b) > 2048 {
+			if b, ok = flush(b); !ok {
+				return false
+			}
+		}
 	}
-	b = append(b, '}')
+	if to == len(m.Tensors) {
+		if m.Tensors != nil {
+			b = append(b, ']')
+		}
+		if len(m.Meta) > 0 {
+			b = appendMeta(append(b, `,"meta":`...), m.Meta)
+		}
+		b = append(b, '}')
+	}
 	_, ok = flush(b)
 	return ok
 }

@@ -111,9 +111,10 @@ func TestDigestOfLargeManifest(t *testing.T) {
 	}
 }
 
-// A list of tensors read in two halves is the list read in one, for
-// every length around the split and a split near the middle of a list
-// of any length; a half that does not read makes the whole not canonical.
+// A list of tensors read (and compared with its encoding) in two halves is
+// the list read in one, for a split near the middle of lists of any
+// length; a half that does not read makes the whole not canonical, and no
+// damaged byte passes for the encoding.
 func TestTensorsReadInHalves(t *testing.T) {
 	defer func(n int) { parallelTensors = n }(parallelTensors)
 	for _, n := range []int{1, 2, 3, 5, 17, 200} {
@@ -134,6 +135,9 @@ func TestTensorsReadInHalves(t *testing.T) {
 		if !ok || !reflect.DeepEqual(halves, whole) {
 			t.Fatalf("%d tensors: read in halves (ok %v) differs from the serial read", n, ok)
 		}
+		if !sameEncoding(whole, enc) {
+			t.Fatalf("%d tensors: compared in two parts, the encoding is not the manifest's", n)
+		}
 		// Damage each byte of the list in turn: the two reads agree.
 		lo := bytes.Index(enc, []byte(`"tensors":`))
 		for i := lo; i < len(enc); i += 1 + n/3 {
@@ -145,6 +149,12 @@ func TestTensorsReadInHalves(t *testing.T) {
 			h, hok := decodeCanonical(bad)
 			if wok != hok || wok && !reflect.DeepEqual(w, h) {
 				t.Fatalf("%d tensors, byte %d flipped: serial ok %v, halves ok %v", n, i, wok, hok)
+			}
+			parallelTensors = 1 << 30
+			wsame := sameEncoding(whole, bad)
+			parallelTensors = 1
+			if hsame := sameEncoding(whole, bad); wsame || hsame {
+				t.Fatalf("%d tensors, byte %d flipped: the manifest's encoding (serial %v, in two parts %v)", n, i, wsame, hsame)
 			}
 		}
 	}
