@@ -86,16 +86,7 @@ func TestMinExtentEncoding(t *testing.T) {
 func TestDigestOfLargeManifest(t *testing.T) {
 	for _, n := range []int{3_000, 4_000, 12_000} {
 		for _, name := range []string{"layers.%d.weight", "ü\u2028\"layers.%d"} {
-			m := &Manifest{Schema: ManifestSchema, Format: "safetensors"}
-			f := File{Path: "model.safetensors", Role: RoleContainer}
-			for i := range n {
-				d := Sum([]byte(strconv.Itoa(i)))
-				m.Tensors = append(m.Tensors, Tensor{Name: strings.Replace(name, "%d", strconv.Itoa(i), 1), DType: "F32",
-					Shape: []int64{128}, Size: 512, Digest: d, Chunks: []Digest{d}})
-				f.Extents = append(f.Extents, Extent{Kind: ExtentTensor, Size: 512, Tensor: i})
-				f.Size += 512
-			}
-			m.Files = []File{f}
+			m := smallTensors(n, func(i int) string { return strings.Replace(name, "%d", strconv.Itoa(i), 1) })
 			enc, err := m.Encode()
 			if err != nil {
 				t.Fatal(err)

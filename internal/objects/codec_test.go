@@ -152,17 +152,23 @@ func FuzzDecodeManifest(f *testing.F) {
 	})
 }
 
-func BenchmarkManifestCodec(b *testing.B) {
+// smallTensors is the manifest of one file of n tensors of 512 B, tensor i
+// named name(i): bench/perf.sh's model of 100,000.
+func smallTensors(n int, name func(int) string) *Manifest {
 	m := &Manifest{Schema: ManifestSchema, Format: "safetensors"}
 	f := File{Path: "model.safetensors", Role: RoleContainer}
-	for i := range 100_000 {
+	for i := range n {
 		d := Sum(fmt.Append(nil, i))
-		m.Tensors = append(m.Tensors, Tensor{Name: fmt.Sprintf("model.layers.%d.block.%d.weight", i/100, i%100), DType: "F32",
-			Shape: []int64{128}, Size: 512, Digest: d, Chunks: []Digest{d}})
+		m.Tensors = append(m.Tensors, Tensor{Name: name(i), DType: "F32", Shape: []int64{128}, Size: 512, Digest: d, Chunks: []Digest{d}})
 		f.Extents = append(f.Extents, Extent{Kind: ExtentTensor, Size: 512, Tensor: i})
 		f.Size += 512
 	}
 	m.Files = []File{f}
+	return m
+}
+
+func BenchmarkManifestCodec(b *testing.B) {
+	m := smallTensors(100_000, func(i int) string { return fmt.Sprintf("model.layers.%d.block.%d.weight", i/100, i%100) })
 	enc, err := m.Encode()
 	if err != nil {
 		b.Fatal(err)
