@@ -30,27 +30,25 @@ func appendManifest(b []byte, m *Manifest) []byte {
 
 // sameEncoding reports whether enc is the canonical encoding of m, without
 // holding a second copy of it: each file and tensor is encoded in turn and
-// compared. A long list of tensors is compared in two parts at once, cut
-// at a tensor's comma near the middle of enc: each part is compared byte
-// for byte, so a cut in the wrong place only makes the answer false.
-func sameEncoding(m *Manifest, enc []byte) bool {
+// compared.
+func sameEncoding(m *Manifest, enc []byte) bool { return sameEncodingCut(m, enc, tensorCut{}) }
+
+// tensorCut is where decodeCanonical cut a long list of tensors: tensor k
+// begins after the comma at byte at of the encoding. Zero: no cut.
+type tensorCut struct{ k, at int }
+
+// sameEncodingCut is sameEncoding, comparing the two parts of enc on
+// either side of cut at once (for 100,000 tensors, half of the 25 ms).
+// Each part is compared byte for byte with its part of m's encoding, so a
+// cut in any place gives the right answer.
+func sameEncodingCut(m *Manifest, enc []byte, cut tensorCut) bool {
 	n := len(m.Tensors)
-	if n < parallelTensors {
+	if cut.k <= 0 || cut.k >= n || cut.at < 0 || cut.at > len(enc) {
 		return encodesAs(m, 0, n, enc)
-	}
-	at := bytes.Index(enc[len(enc)/2:], []byte(`},{"name":`))
-	list := bytes.LastIndex(enc[:len(enc)/2], []byte(`],"tensors":[`))
-	if at < 0 || list < 0 {
-		return encodesAs(m, 0, n, enc)
-	}
-	cut := len(enc)/2 + at + 1 // the comma before tensor k
-	k := bytes.Count(enc[list:cut], []byte(`{"name":`))
-	if k <= 0 || k >= n {
-		return false
 	}
 	head := make(chan bool)
-	go func() { head <- encodesAs(m, 0, k, enc[:cut]) }()
-	tail := encodesAs(m, k, n, enc[cut:])
+	go func() { head <- encodesAs(m, 0, cut.k, enc[:cut.at]) }()
+	tail := encodesAs(m, cut.k, n, enc[cut.at:])
 	return <-head && tail
 }
 
@@ -276,7 +274,18 @@ func appendString(b []byte, s string) []byte {
 // decodeCanonical reads the canonical encoding of a manifest; ok is false
 // for any other input (decodeManifest then uses encoding/json).
 func decodeCanonical(b []byte) (m *Manifest, ok bool) {
+	m, _, ok = decodeCanonicalCut(b)
+	return m, ok
+}
+
+// decodeCanonicalCut is decodeCanonical, and where it cut the tensors.
+func decodeCanonicalCut(b []byte) (m *Manifest, cut tensorCut, ok bool) {
 	d := canonReader{b: b}
+	m, ok = d.manifest()
+	return m, d.cut, ok
+}
+
+func (d *canonReader) manifest() (m *Manifest, ok bool) {
 	m = &Manifest{}
 	if !d.lit(`{"schema":`) {
 		return nil, false
@@ -366,7 +375,7 @@ func (d *canonReader) tensors() ([]Tensor, bool) {
 	if !ok || !headOK || len(head) != k || first.i != second {
 		return nil, false
 	}
-	d.i = rest.i
+	d.i, d.cut = rest.i, tensorCut{k: k, at: second - 1}
 	if len(tail) > cap(out)-k { // grown past its room: no longer after head
 		return append(head[:k:k], tail...), true
 	}
@@ -421,6 +430,7 @@ type canonReader struct {
 	digests []Digest
 	ints    []int64
 	extents []Extent
+	cut     tensorCut // where tensors cut the list
 	dtypes  map[string]string // interned: a model has a few dtypes
 }
 

@@ -122,12 +122,15 @@ func TestTensorsReadInHalves(t *testing.T) {
 			t.Fatalf("%d tensors: the serial read refuses the canonical encoding", n)
 		}
 		parallelTensors = 1
-		halves, ok := decodeCanonical(enc)
+		halves, cut, ok := decodeCanonicalCut(enc)
 		if !ok || !reflect.DeepEqual(halves, whole) {
 			t.Fatalf("%d tensors: read in halves (ok %v) differs from the serial read", n, ok)
 		}
-		if !sameEncoding(whole, enc) {
-			t.Fatalf("%d tensors: compared in two parts, the encoding is not the manifest's", n)
+		if n >= 17 && cut.k == 0 {
+			t.Fatalf("%d tensors: the list was not cut", n)
+		}
+		if !sameEncodingCut(whole, enc, cut) {
+			t.Fatalf("%d tensors: compared in two parts at %+v, the encoding is not the manifest's", n, cut)
 		}
 		// Damage each byte of the list in turn: the two reads agree.
 		lo := bytes.Index(enc, []byte(`"tensors":`))
@@ -141,11 +144,32 @@ func TestTensorsReadInHalves(t *testing.T) {
 			if wok != hok || wok && !reflect.DeepEqual(w, h) {
 				t.Fatalf("%d tensors, byte %d flipped: serial ok %v, halves ok %v", n, i, wok, hok)
 			}
-			parallelTensors = 1 << 30
 			wsame := sameEncoding(whole, bad)
-			parallelTensors = 1
-			if hsame := sameEncoding(whole, bad); wsame || hsame {
+			if hsame := sameEncodingCut(whole, bad, cut); wsame || hsame {
 				t.Fatalf("%d tensors, byte %d flipped: the manifest's encoding (serial %v, in two parts %v)", n, i, wsame, hsame)
+			}
+		}
+	}
+}
+
+// sameEncodingCut is true, whatever the cut, only for the manifest's own
+// encoding: for every tensor k and every byte, it is true just where
+// tensor k's comma is.
+func TestSameEncodingAnyCut(t *testing.T) {
+	m := smallTensors(6, func(i int) string { return "t" + strconv.Itoa(i) })
+	enc := appendManifest(nil, m)
+	for k := range len(m.Tensors) + 1 {
+		want := -1
+		if k > 0 && k < len(m.Tensors) {
+			want = bytes.Index(enc, []byte(`,{"name":"t`+strconv.Itoa(k)+`"`))
+		}
+		for at := -1; at <= len(enc)+1; at++ {
+			got := sameEncodingCut(m, enc, tensorCut{k: k, at: at})
+			if inRange := k > 0 && k < len(m.Tensors) && at >= 0 && at <= len(enc); got != (at == want || !inRange) {
+				t.Fatalf("cut at tensor %d, byte %d (its comma at %d): %v", k, at, want, got)
+			}
+			if bad := append(bytes.Clone(enc), ' '); sameEncodingCut(m, bad, tensorCut{k: k, at: at}) {
+				t.Fatalf("cut at tensor %d, byte %d: a longer encoding passes", k, at)
 			}
 		}
 	}

@@ -101,8 +101,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 
 // DecodeManifest parses manifest bytes and checks them with Validate.
 func DecodeManifest(b []byte) (*Manifest, error) {
-	m, ok := decodeCanonical(b)
-	if !ok || !sameEncoding(m, b) {
+	m, cut, ok := decodeCanonicalCut(b)
+	if !ok || !sameEncodingCut(m, b, cut) {
 		var err error
 		if m, err = decodeWithJSON(b); err != nil {
 			return nil, errs.Wrap(errs.IntegrityError, "objects", err, "manifest does not parse")
