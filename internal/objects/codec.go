@@ -430,7 +430,7 @@ type canonReader struct {
 	digests []Digest
 	ints    []int64
 	extents []Extent
-	cut     tensorCut // where tensors cut the list
+	cut     tensorCut         // where tensors cut the list
 	dtypes  map[string]string // interned: a model has a few dtypes
 }
 
