@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,6 +341,9 @@ func TestPutSmall(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d blobs written, want %d (each new blob once)", len(got), len(want))
+	}
+	if !slices.IsSortedFunc(got, compareRecords) {
+		t.Error("Commit's records are not in key order")
 	}
 	for _, r := range got {
 		b, ok := want[r.Digest]
