@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -75,5 +76,42 @@ func BenchmarkParseOneFile100kTensors(b *testing.B) {
 		if _, err := parseFiles(files); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseHeader100kTensors parses the header alone of the file of
+// BenchmarkParseOneFile100kTensors: serially, and in parts (splitter.parse, one
+// part per core).
+func BenchmarkParseHeader100kTensors(b *testing.B) {
+	tensors := make([]formats.Tensor, 100_000)
+	for i := range tensors {
+		tensors[i] = formats.Tensor{Name: fmt.Sprintf("model.layers.%d.block.%d.weight", i/100, i%100), DType: "F32", Shape: []int64{128}, Size: 512}
+	}
+	l, err := Plan(tensors, PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([][]byte, len(tensors))
+	for i := range data {
+		data[i] = make([]byte, 512)
+	}
+	files, err := formattest.Materialize(l, data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := files["model.safetensors"]
+	hdr, dataLen := file[lengthPrefix:lengthPrefix+binary.LittleEndian.Uint64(file)], int64(len(tensors)*512)
+	for _, c := range []struct {
+		name string
+		f    func(string, []byte, int64, *formats.Budget) (*header, error)
+	}{{"serial", parseSerial}, {"split", parseHeader}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.f("m.safetensors", hdr, dataLen, formats.Limits{}.Budget(pkg, "m.safetensors", int64(len(hdr)))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -119,17 +119,37 @@ func (r *Reader) End() error {
 // key's file offset. Duplicate keys are the caller's to refuse, because the
 // caller knows which cheap check fits (flags, a map it keeps anyway).
 func (r *Reader) Object(member func(key string, keyAt int64) error) error {
-	if r.Peek() != '{' {
-		return r.syntax("an object")
-	}
-	if err := r.enter(); err != nil {
-		return err
-	}
-	r.pos++
-	if r.Peek() == '}' {
+	return r.Members(member, true, true)
+}
+
+// Members reads one part of an object that a caller cut at some of its
+// own commas (the commas belong to no part), so that the parts can be read
+// at once by Readers of their own: the first part opens the object, the
+// last closes it, and a part that does not close it must end, in its
+// bytes, just after a member's value (white space aside). A part that is
+// not the first is read as inside the object (depth 1). Object is the one
+// part that is both first and last.
+//
+// The end of a part's bytes is accepted there only; everywhere else the
+// reader treats it as it treats the ',' that follows the part in the
+// whole text (a number or a literal stops, anything else is an error), so
+// parts that each read without error read exactly as the whole would.
+func (r *Reader) Members(member func(key string, keyAt int64) error, first, last bool) error {
+	if first {
+		if r.Peek() != '{' {
+			return r.syntax("an object")
+		}
+		if err := r.enter(); err != nil {
+			return err
+		}
 		r.pos++
-		r.depth--
-		return nil
+		if r.Peek() == '}' && last {
+			r.pos++
+			r.depth--
+			return nil
+		}
+	} else if err := r.enter(); err != nil {
+		return err
 	}
 	for {
 		if r.Peek() != '"' {
@@ -147,11 +167,14 @@ func (r *Reader) Object(member func(key string, keyAt int64) error) error {
 		if err := member(key, keyAt); err != nil {
 			return err
 		}
-		switch r.Peek() {
-		case ',':
+		switch c := r.Peek(); {
+		case c == ',':
 			r.pos++
-		case '}':
+		case c == '}' && last:
 			r.pos++
+			r.depth--
+			return nil
+		case r.pos >= len(r.b) && !last:
 			r.depth--
 			return nil
 		default:
