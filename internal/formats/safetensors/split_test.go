@@ -156,6 +156,10 @@ func TestSplitReadsValidHeaders(t *testing.T) {
 			if !checkSame(t, tiny(3), hdr, dataLen, -1) && c.name != "tricky names" {
 				t.Fatal("fell back without a budget")
 			}
+			for n := range hdr { // truncated at every byte
+				checkSame(t, tiny(2), hdr[:n], dataLen, 0)
+				checkSame(t, tiny(3), hdr[:n], dataLen, 0)
+			}
 		})
 	}
 }
@@ -176,6 +180,8 @@ func TestSplitRefusesAsSerial(t *testing.T) {
 	cases["trailing comma"] = bytes.Replace(bad, []byte(`]}}`), []byte(`]},}`), 1)
 	cases["bad UTF-8 in the second part"] = bytes.Replace(bad, []byte(`"w35"`), []byte("\"w\xff5\""), 1)
 	cases["not padding after it"] = append(append([]byte{}, bad...), 'x')
+	cases["no comma between members"] = bytes.Replace(bad, []byte(`},"w2":`), []byte(`} "w2":`), 1)
+	cases["object closed early"] = bytes.Replace(bad, []byte(`},"w30":`), []byte(`}},"w30":`), 1)
 	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
 	cases["deep nesting"] = bytes.Replace(bad, []byte(`"shape":[1],"data_offsets":[35,36]`), []byte(`"shape":`+deep), 1)
 	for name, hdr := range cases {
@@ -187,7 +193,7 @@ func TestSplitRefusesAsSerial(t *testing.T) {
 			for _, k := range []int{2, 3, 5} {
 				checkSame(t, tiny(k), hdr, dataLen, 0)
 			}
-			for _, at := range topCommas(hdr) {
+			for at := range hdr { // cut at every byte
 				checkSame(t, cutsAt(at), hdr, dataLen, 0)
 			}
 			// Truncated at every byte.
