@@ -16,6 +16,7 @@ package strictjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"strings"
 	"unicode/utf16"
@@ -235,7 +236,13 @@ func (r *Reader) Str() (string, error) {
 	}
 	r.pos++
 	start := r.pos
-	// Fast path: no escapes, which is every tensor name in practice.
+	// Fast path: no escapes, which is every tensor name in practice. Eight
+	// bytes at a time up to the first that may end it (a quote, an escape
+	// or a control byte), then byte by byte: a string per tensor name
+	// made a byte loop a tenth of a 100,000-tensor header's parse.
+	for r.pos+8 <= len(r.b) && plain8(binary.LittleEndian.Uint64(r.b[r.pos:])) {
+		r.pos += 8
+	}
 	for r.pos < len(r.b) {
 		c := r.b[r.pos]
 		if c == '"' {
@@ -300,6 +307,17 @@ func (r *Reader) Str() (string, error) {
 			return "", r.Fail(errs.SchemaError, "JSON syntax: invalid escape \\%c", esc)
 		}
 	}
+}
+
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// plain8 reports whether none of the eight bytes of x is '"', '\\' or
+// below 0x20. (y - ones) &^ y & highs is not zero exactly when a byte of y
+// is zero, and (x - 0x20*ones) &^ x & highs exactly when one of x is below
+// 0x20 (bytes of 0x80 and above never count).
+func plain8(x uint64) bool {
+	q, bs := x^('"'*ones), x^('\\'*ones)
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-0x20*ones)&^x)&highs == 0
 }
 
 // unicodeEscape reads the XXXX of \uXXXX (and a low surrogate's escape
