@@ -68,6 +68,7 @@ func readHeader(dir formats.Dir, path string, lim formats.Limits) (*header, int6
 		return nil, size, errs.At(errs.InvalidArchive, pkg, path, 0, "header length %d passes the end of the %d-byte file", n, size)
 	}
 	hdr := make([]byte, n) // bounded by MaxHeaderSize and the file size above
+	populate(hdr)
 	if err := readFull(f, hdr, lengthPrefix, path); err != nil {
 		return nil, size, err
 	}
@@ -106,7 +107,7 @@ func parseSerial(path string, hdr []byte, dataLen int64, budget *formats.Budget)
 	if c := r.Peek(); c != '{' {
 		return nil, r.Fail(errs.SchemaError, "header is not a JSON object")
 	}
-	p := newPart(r, partGuess(hdr), dataLen, nil, budget.Charge)
+	p := newPart(r, partGuess(hdr), dataLen, nil, admits(room(budget)), budget.Charge)
 	if err := r.Members(p.member, true, true); err != nil {
 		return nil, err
 	}
@@ -130,12 +131,18 @@ type part struct {
 
 // newPart makes a part reading the reader's bytes, whose tensors (at most
 // guess of them, as partGuess tells) are appended to tensors, or to a
-// slice of its own when tensors is nil.
-func newPart(r *strictjson.Reader, guess int, dataLen int64, tensors []entry, charge func(int64) error) *part {
+// slice of its own when tensors is nil. The budget admits at most admit
+// of them.
+func newPart(r *strictjson.Reader, guess int, dataLen int64, tensors []entry, admit int, charge func(int64) error) *part {
 	r.Intern = interned
 	if tensors == nil {
 		tensors = make([]entry, 0, guess)
 	}
+	// As many entries as the budget admits are populated (each charges
+	// entryCost at least), so that a parse it refuses early has no more
+	// of them resident than it wrote. In splitter.parse each part
+	// populates its own region, at once.
+	populate(tensors[:0:min(cap(tensors), admit)])
 	return &part{
 		r:       r,
 		er:      &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)},
@@ -412,3 +419,14 @@ func interned(b []byte) (string, bool) {
 	}
 	return "", false
 }
+
+// room is what budget still admits (all, without a budget).
+func room(budget *formats.Budget) int64 {
+	if budget == nil {
+		return math.MaxInt64
+	}
+	return budget.Limit() - budget.Used()
+}
+
+// admits is how many tensor entries a budget's room admits at most.
+func admits(room int64) int { return int(min(max(room, 0)/entryCost, math.MaxInt32)) }

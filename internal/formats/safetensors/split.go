@@ -3,7 +3,6 @@ package safetensors
 import (
 	"bytes"
 	"errors"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -92,10 +91,7 @@ func (s splitter) parse(path string, hdr []byte, dataLen int64, budget *formats.
 			return nil // the parts would not cover hdr but its commas
 		}
 	}
-	room := int64(math.MaxInt64)
-	if budget != nil {
-		room = budget.Limit() - budget.Used()
-	}
+	room := room(budget)
 	shared := &sharedCharge{room: room}
 
 	// One array for all the tensors, each part appending to its own region
@@ -117,13 +113,15 @@ func (s splitter) parse(path string, hdr []byte, dataLen int64, budget *formats.
 	parts := make([]*part, len(guesses))
 	failed := make([]error, len(guesses))
 	var wg sync.WaitGroup
-	off := 0
+	off, admit := 0, admits(room)
 	for i := range parts {
 		from, to := bounds[i]+1, bounds[i+1]
 		region := all[off : off : off+guesses[i]]
 		off += guesses[i]
+		n := min(guesses[i], admit) // of the entries the budget admits, in order
+		admit -= n
 		read := func() {
-			parts[i], failed[i] = readPart(path, hdr, from, to, dataLen, region, guesses[i], shared, i == 0, i == len(parts)-1)
+			parts[i], failed[i] = readPart(path, hdr, from, to, dataLen, region, guesses[i], n, shared, i == 0, i == len(parts)-1)
 		}
 		if i == len(parts)-1 {
 			read() // on this goroutine
@@ -157,14 +155,14 @@ func (s splitter) parse(path string, hdr []byte, dataLen int64, budget *formats.
 }
 
 // readPart reads hdr[from:to], one part of the header.
-func readPart(path string, hdr []byte, from, to int, dataLen int64, tensors []entry, guess int, shared *sharedCharge, first, last bool) (*part, error) {
+func readPart(path string, hdr []byte, from, to int, dataLen int64, tensors []entry, guess, admit int, shared *sharedCharge, first, last bool) (*part, error) {
 	b := hdr[from:to]
 	r, err := strictjson.New(b, lengthPrefix+int64(from), pkg, path)
 	if err != nil {
 		return nil, err
 	}
 	c := &partCharge{shared: shared}
-	p := newPart(r, guess, dataLen, tensors, c.charge)
+	p := newPart(r, guess, dataLen, tensors, admit, c.charge)
 	if err := r.Members(p.member, first, last); err != nil {
 		return nil, err
 	}
