@@ -59,10 +59,15 @@ type splitter struct {
 	cuts       func(hdr []byte, k int) []int
 }
 
-// split is the splitter of every parse. Below a part of 1 MiB (10,000
-// tensors, 10 ms of work) the goroutine, the second map and the probes
-// across the parts' maps are a larger share of the work.
+// split is the splitter of every parse. Parts of 1 MiB at least (10,000
+// tensors, 5-10 ms of work): the gain on headers of 0.2-1.7 MB was within
+// the noise of a loaded machine, and the goroutine, the probes across the
+// parts' maps and the tail after them are a larger share of a small one.
 var split = splitter{min: 1 << 20, parts: runtime.GOMAXPROCS(0), cuts: cutPoints}
+
+// gcAfter is the least header whose failed parts are collected before
+// the serial parse.
+const gcAfter = 4 << 20
 
 // errOverBudget stops a part whose charges, with the other parts', pass
 // the budget: the serial parse then reports it.
@@ -70,27 +75,45 @@ var errOverBudget = errors.New("over the parse budget")
 
 // header reads hdr as parseHeader does, cut as s says.
 func (s splitter) header(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
-	if h := s.parse(path, hdr, dataLen, budget); h != nil {
+	cuts := s.cutsOf(hdr)
+	if cuts == nil {
+		return parseSerial(path, hdr, dataLen, budget)
+	}
+	if h := s.parse(path, hdr, cuts, dataLen, budget); h != nil {
 		return h, nil
+	}
+	// What the parts built is garbage now: collected before the serial
+	// parse builds it again, a refused header peaks no higher than the
+	// serial parse alone (the GC would wait for twice the live heap). A
+	// refused header of 24 MB under a 32 MiB budget peaked at 119 MiB, not
+	// 125-138. Below gcAfter, the garbage is small and the GC not worth it.
+	if len(hdr) >= gcAfter {
+		runtime.GC()
 	}
 	return parseSerial(path, hdr, dataLen, budget)
 }
 
-// parse reads hdr in parts at once, or returns nil (see above).
-func (s splitter) parse(path string, hdr []byte, dataLen int64, budget *formats.Budget) *header {
+// cutsOf is where s cuts hdr, or nil to read it in one part.
+func (s splitter) cutsOf(hdr []byte) []int {
 	k := min(s.parts, len(hdr)/s.min)
 	if k < 2 {
 		return nil
 	}
 	cuts := s.cuts(hdr, k)
-	if len(cuts) == 0 {
-		return nil
-	}
 	for i, at := range cuts {
 		if at < 0 || at >= len(hdr) || hdr[at] != ',' || i > 0 && at <= cuts[i-1] {
 			return nil // the parts would not cover hdr but its commas
 		}
 	}
+	if len(cuts) == 0 {
+		return nil // not []int{}: nil is "one part"
+	}
+	return cuts
+}
+
+// parse reads hdr in parts cut at cuts, at once, or returns nil (see
+// above).
+func (s splitter) parse(path string, hdr []byte, cuts []int, dataLen int64, budget *formats.Budget) *header {
 	room := room(budget)
 	shared := &sharedCharge{room: room}
 
