@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -51,9 +52,9 @@ func BenchmarkParse100kTensors(b *testing.B) {
 	}
 }
 
-// BenchmarkParseOneFile100kTensors parses one file of 100,000 tensors
-// (bench/perf.sh's "small" model): its 10 MB header is most of the work.
-func BenchmarkParseOneFile100kTensors(b *testing.B) {
+// oneFile100k is bench/perf.sh's "small" model: one file of 100,000
+// tensors of 512 B, whose 10 MB header is most of the work of a parse.
+func oneFile100k(b *testing.B) map[string][]byte {
 	tensors := make([]formats.Tensor, 100_000)
 	for i := range tensors {
 		tensors[i] = formats.Tensor{Name: fmt.Sprintf("model.layers.%d.block.%d.weight", i/100, i%100), DType: "F32", Shape: []int64{128}, Size: 512}
@@ -70,10 +71,36 @@ func BenchmarkParseOneFile100kTensors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return files
+}
+
+func BenchmarkParseOneFile100kTensors(b *testing.B) {
+	files := oneFile100k(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := parseFiles(files); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseHeader100kTensors parses the header alone of oneFile100k:
+// serially, and as parseHeader does (in parts, one per core).
+func BenchmarkParseHeader100kTensors(b *testing.B) {
+	file := oneFile100k(b)["model.safetensors"]
+	hdr := file[lengthPrefix : lengthPrefix+binary.LittleEndian.Uint64(file)]
+	dataLen := int64(len(file) - lengthPrefix - len(hdr))
+	for _, c := range []struct {
+		name string
+		f    func(string, []byte, int64, *formats.Budget) (*header, error)
+	}{{"serial", parseSerial}, {"split", parseHeader}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.f("m.safetensors", hdr, dataLen, formats.Limits{}.Budget(pkg, "m.safetensors", int64(len(hdr)))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -68,6 +68,7 @@ func readHeader(dir formats.Dir, path string, lim formats.Limits) (*header, int6
 		return nil, size, errs.At(errs.InvalidArchive, pkg, path, 0, "header length %d passes the end of the %d-byte file", n, size)
 	}
 	hdr := make([]byte, n) // bounded by MaxHeaderSize and the file size above
+	populate(hdr)
 	if err := readFull(f, hdr, lengthPrefix, path); err != nil {
 		return nil, size, err
 	}
@@ -89,52 +90,97 @@ func readFull(f io.ReaderAt, b []byte, off int64, path string) error {
 }
 
 // parseHeader checks the header JSON hdr of a file whose data section
-// (everything after the header) is dataLen bytes long.
+// (everything after the header) is dataLen bytes long. A large header is
+// read in parts at once when it can be (splitter.parse); otherwise, and
+// whenever that fails, in one.
 func parseHeader(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
+	return split.header(path, hdr, dataLen, budget)
+}
+
+// parseSerial reads the header in one part: its result and its error are
+// the reference for every other way of reading it.
+func parseSerial(path string, hdr []byte, dataLen int64, budget *formats.Budget) (*header, error) {
 	r, err := strictjson.New(hdr, lengthPrefix, pkg, path)
 	if err != nil {
 		return nil, err
 	}
-	r.Intern = interned
-	h := &header{frameSize: lengthPrefix + int64(len(hdr))}
 	if c := r.Peek(); c != '{' {
 		return nil, r.Fail(errs.SchemaError, "header is not a JSON object")
 	}
-	// Sized from the entries' count (each has one "data_offsets"), so that
-	// nothing grows while a header of 100,000 tensors is read; at most one
-	// entry per minEntry bytes, however many times a hostile header spells
-	// the key.
-	guess := min(bytes.Count(hdr, []byte(`"data_offsets"`)), len(hdr)/minEntry)
-	seen := make(map[string]struct{}, guess+1)
-	h.tensors = make([]entry, 0, guess)
-	er := &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)}
-	err = r.Object(func(key string, keyAt int64) error {
-		// One map operation, not a lookup then a store.
-		n := len(seen)
-		if seen[key] = struct{}{}; len(seen) == n {
-			return errs.At(errs.SchemaError, pkg, path, keyAt, "duplicate key %q", key)
-		}
-		if key == metadataKey {
-			meta, err := readMetadata(r, budget)
-			h.meta = meta
-			return err
-		}
-		e, err := er.read(key, keyAt)
-		h.tensors = append(h.tensors, e)
-		if err != nil {
-			return err
-		}
-		// The entry, its name (also in seen) and what the layout and the
-		// manifest keep of it.
-		return budget.Charge(3*int64(len(key)) + int64(len(e.dtype)) + 8*int64(len(e.shape)) + entryCost)
-	})
-	if err != nil {
+	p := newPart(r, partGuess(hdr), dataLen, nil, admits(room(budget)), budget.Charge)
+	if err := r.Members(p.member, true, true); err != nil {
 		return nil, err
 	}
 	if err := r.End(); err != nil {
 		return nil, err
 	}
+	h := &header{frameSize: lengthPrefix + int64(len(hdr)), meta: p.meta, tensors: p.tensors}
 	return h, checkOffsets(path, h, dataLen)
+}
+
+// part reads the top-level members of one part of a header (all of it, or
+// one of the parts of splitter.parse).
+type part struct {
+	r       *strictjson.Reader
+	er      *entryReader
+	seen    map[string]struct{} // the keys read, to refuse a duplicate
+	tensors []entry
+	meta    map[string]string
+	charge  func(int64) error // the parse budget's
+}
+
+// newPart makes a part reading the reader's bytes, whose tensors (at most
+// guess of them, as partGuess tells) are appended to tensors, or to a
+// slice of its own when tensors is nil. The budget admits at most admit
+// of them.
+func newPart(r *strictjson.Reader, guess int, dataLen int64, tensors []entry, admit int, charge func(int64) error) *part {
+	r.Intern = interned
+	if tensors == nil {
+		tensors = make([]entry, 0, guess)
+	}
+	// As many entries as the budget admits are populated (each charges
+	// entryCost at least), so that a parse it refuses early has no more
+	// of them resident than it wrote. In splitter.parse each part
+	// populates its own region, at once.
+	populate(tensors[:0:min(cap(tensors), admit)])
+	return &part{
+		r:       r,
+		er:      &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)},
+		seen:    make(map[string]struct{}, guess+1),
+		tensors: tensors,
+		charge:  charge,
+	}
+}
+
+// partGuess is how many tensor entries b holds, at most, so that nothing
+// grows while a header of 100,000 tensors is read. Each entry has two
+// arrays (shape and data_offsets), and a count of one byte is vector code
+// (0.5 ms for 10 MB; a count of "data_offsets" took 11). At most one
+// entry per minEntry bytes, however many '[' a hostile header has.
+func partGuess(b []byte) int {
+	return min(bytes.Count(b, []byte{'['})/2, len(b)/minEntry)
+}
+
+// member reads one top-level member: __metadata__ or a tensor.
+func (p *part) member(key string, keyAt int64) error {
+	// One map operation, not a lookup then a store.
+	n := len(p.seen)
+	if p.seen[key] = struct{}{}; len(p.seen) == n {
+		return p.r.FailAt(errs.SchemaError, keyAt, "duplicate key %q", key)
+	}
+	if key == metadataKey {
+		meta, err := readMetadata(p.r, p.charge)
+		p.meta = meta
+		return err
+	}
+	e, err := p.er.read(key, keyAt)
+	p.tensors = append(p.tensors, e)
+	if err != nil {
+		return err
+	}
+	// The entry, its name (also in seen) and what the layout and the
+	// manifest keep of it.
+	return p.charge(3*int64(len(key)) + int64(len(e.dtype)) + 8*int64(len(e.shape)) + entryCost)
 }
 
 // minEntry is the length of the shortest tensor entry and its comma:
@@ -146,7 +192,7 @@ const minEntry = 50
 const entryCost = 256
 
 // readMetadata reads __metadata__: a string→string map, or null.
-func readMetadata(r *strictjson.Reader, budget *formats.Budget) (map[string]string, error) {
+func readMetadata(r *strictjson.Reader, charge func(int64) error) (map[string]string, error) {
 	if r.Null() {
 		return nil, nil
 	}
@@ -166,7 +212,7 @@ func readMetadata(r *strictjson.Reader, budget *formats.Budget) (map[string]stri
 		if err != nil {
 			return err
 		}
-		return budget.Charge(2*int64(len(key)+len(v)) + 64) // the map, then the manifest's Meta
+		return charge(2*int64(len(key)+len(v)) + 64) // the map, then the manifest's Meta
 	})
 	return meta, err
 }
@@ -373,3 +419,14 @@ func interned(b []byte) (string, bool) {
 	}
 	return "", false
 }
+
+// room is what budget still admits (all, without a budget).
+func room(budget *formats.Budget) int64 {
+	if budget == nil {
+		return math.MaxInt64
+	}
+	return budget.Limit() - budget.Used()
+}
+
+// admits is how many tensor entries a budget's room admits at most.
+func admits(room int64) int { return int(min(max(room, 0)/entryCost, math.MaxInt32)) }
