@@ -12,6 +12,7 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/strictjson"
+	"github.com/mstore/mstore/internal/prefault"
 )
 
 const pkg = "safetensors"
@@ -68,7 +69,7 @@ func readHeader(dir formats.Dir, path string, lim formats.Limits) (*header, int6
 		return nil, size, errs.At(errs.InvalidArchive, pkg, path, 0, "header length %d passes the end of the %d-byte file", n, size)
 	}
 	hdr := make([]byte, n) // bounded by MaxHeaderSize and the file size above
-	populate(hdr)
+	prefault.Slice(hdr)
 	if err := readFull(f, hdr, lengthPrefix, path); err != nil {
 		return nil, size, err
 	}
@@ -142,7 +143,7 @@ func newPart(r *strictjson.Reader, guess int, dataLen int64, tensors []entry, ad
 	// entryCost at least), so that a parse it refuses early has no more
 	// of them resident than it wrote. In splitter.parse each part
 	// populates its own region, at once.
-	populate(tensors[:0:min(cap(tensors), admit)])
+	prefault.Slice(tensors[:0:min(cap(tensors), admit)])
 	return &part{
 		r:       r,
 		er:      &entryReader{r: r, dataLen: dataLen, shapes: make([]int64, 0, 2*guess)},

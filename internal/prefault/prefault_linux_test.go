@@ -1,4 +1,4 @@
-package safetensors
+package prefault
 
 import (
 	"os"
@@ -23,9 +23,9 @@ func resident(t *testing.T, b []byte) []bool {
 	return out
 }
 
-// TestPopulate: populate makes exactly the pages wholly inside a slice
+// TestSlice: Slice makes exactly the pages wholly inside a slice
 // resident, and changes none of its bytes.
-func TestPopulate(t *testing.T) {
+func TestSlice(t *testing.T) {
 	page := os.Getpagesize()
 	m, err := unix.Mmap(-1, 0, 64*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -35,25 +35,26 @@ func TestPopulate(t *testing.T) {
 	m[20*page+7] = 42 // page 20 resident, with a byte to keep
 	for i, in := range resident(t, m) {
 		if in != (i == 20) {
-			t.Fatalf("page %d resident %v before populate", i, in)
+			t.Fatalf("page %d resident %v before Slice", i, in)
 		}
 	}
-	populate(m[page+100 : 40*page-1 : 40*page-1]) // pages 2..38 are wholly inside
+	Slice(m[page+100 : 40*page-1 : 40*page-1]) // pages 2..38 are wholly inside
 	for i, in := range resident(t, m) {
 		if want := i >= 2 && i <= 38 || i == 20; in != want {
-			t.Fatalf("page %d resident %v after populate, want %v", i, in, want)
+			t.Fatalf("page %d resident %v after Slice, want %v", i, in, want)
 		}
 	}
-	populate(m[50*page : 50*page+populateMin/2 : 50*page+populateMin/2]) // below populateMin: nothing
+	Slice(m[50*page : 50*page+Min/2 : 50*page+Min/2]) // below Min: nothing
 	if resident(t, m)[50] {
-		t.Fatal("populate took a slice under populateMin")
+		t.Fatal("Slice took a slice under Min")
 	}
 	// Read last: a read maps the zero page, which mincore counts.
 	for i, c := range m {
 		if c != 0 && i != 20*page+7 || i == 20*page+7 && c != 42 {
-			t.Fatalf("byte %d is %d after populate", i, c)
+			t.Fatalf("byte %d is %d after Slice", i, c)
 		}
 	}
-	populate([]entry(nil))
-	populate(make([]entry, 3, 1<<20)[:0])
+	type entry struct{ a, b string }
+	Slice([]entry(nil))
+	Slice(make([]entry, 3, 1<<20)[:0])
 }
