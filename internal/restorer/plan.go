@@ -11,6 +11,7 @@ import (
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/cast"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/prefault"
 )
 
 // piece is a run of an output file: a blob, literal bytes, zeros, or a
@@ -187,6 +188,7 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 	}
 	p.layout, p.tree = l, planned.Tree
 	p.tensors = make([]objects.Tensor, len(l.Tensors))
+	prefault.Slice(p.tensors)
 	for i, t := range l.Tensors {
 		src := sources[i]
 		p.tensors[i] = objects.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Size: t.Size, Digest: src.Digest, Chunks: src.Chunks}
@@ -299,6 +301,7 @@ func storedFile(m *objects.Manifest, f objects.File) planFile {
 		}
 	}
 	pf.pieces = make([]piece, 0, n) // a model of 100,000 tensors: one allocation
+	prefault.Slice(pf.pieces)
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentFrame:

@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/prefault"
 )
 
 // BlobPath is the file that holds a raw blob.
@@ -457,6 +458,7 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		n += p.recs.n
 	}
 	out := make([]BlobRecord, 0, n)
+	prefault.Slice(out) // 13.6 MB for 100,000 blobs, filled at once (prefault)
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {

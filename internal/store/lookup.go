@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/prefault"
 )
 
 // RecordsInOrder returns the records of the blobs ds in their order
@@ -33,6 +34,7 @@ func RecordsInOrder(tx *bolt.Tx, ds []objects.Digest) ([]BlobRecord, error) {
 		return compareDigests(ds[a.i], ds[b.i])
 	})
 	out := make([]BlobRecord, len(ds))
+	prefault.Slice(out)
 	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
 	for n, k := range keys {
 		d := ds[k.i]
