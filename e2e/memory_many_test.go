@@ -106,6 +106,8 @@ func TestMemoryManySmallTensors(t *testing.T) {
 
 	// More blobs than one batch (store.RecordBatch): the add records
 	// them ahead of its version, and is killed after the first batch.
+	// The manifest's digest (8fe4…) sorts into that batch: recorded
+	// there without its manifest, fsck called its 28 MB blob corrupt.
 	crashed := newCLI(t)
 	run := crashed.start([]string{"MSTORE_FAILPOINT=" + store.FailAddBlobsRecorded}, "add", model, "--name", "m")
 	if o := run.wait(t); o.signal != syscall.SIGKILL {
