@@ -241,7 +241,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		if err := store.RequireRecorded(tx, needs); err != nil {
 			return errs.Wrap(errs.IntegrityError, "add", err, "a blob this version needs left the store while it was being added; add it again")
 		}
-		if err := store.PutManifest(tx, digest, encoded); err != nil {
+		if err := store.PutManifestOf(tx, digest, encoded, res.LogicalBytes); err != nil {
 			return err
 		}
 		cur, err := refs.Current(tx, opts.Name)

@@ -372,3 +372,33 @@ func TestWithoutBlob(t *testing.T) {
 		t.Fatalf("without a blob not there: rest %v, self %v", rest, self)
 	}
 }
+
+// The index keeps an added version's logical bytes (what `ls` shows) as
+// its manifest's bytes give them.
+func TestAddRecordsLogicalBytes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	st := newStore(t)
+	r, err := Add(context.Background(), st, dir, Options{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(func(tx *bolt.Tx) error {
+		m, err := st.Manifest(tx, r.Digest)
+		if err != nil {
+			return err
+		}
+		enc, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		peeked, ok := objects.PeekLogicalBytes(enc)
+		if n, kept := store.ManifestLogicalBytes(tx, r.Digest); !ok || !kept || n != peeked || n != r.LogicalBytes || n == 0 {
+			t.Errorf("index keeps %d logical bytes (%v); the manifest's bytes give %d (%v), the add said %d", n, kept, peeked, ok, r.LogicalBytes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,6 +31,18 @@ import (
 // the index, as they always did; both read the same (ManifestBytes). The
 // index keeps encoded itself until tx ends: the caller must not change it.
 func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
+	return putManifest(tx, d, encoded, func() (int64, bool) { return objects.PeekLogicalBytes(encoded) })
+}
+
+// PutManifestOf is PutManifest for the caller that has m, the manifest
+// encoded is (an add): its logical bytes are m's, where PutManifest reads
+// them from the encoding (5 ms for 100,000 tensors, in the add's
+// transaction).
+func PutManifestOf(tx *bolt.Tx, d objects.Digest, encoded []byte, logicalBytes int64) error {
+	return putManifest(tx, d, encoded, func() (int64, bool) { return logicalBytes, true })
+}
+
+func putManifest(tx *bolt.Tx, d objects.Digest, encoded []byte, logicalBytes func() (int64, bool)) error {
 	b := tx.Bucket(bucketManifests)
 	if b.Get(d[:]) != nil {
 		return nil
@@ -39,7 +51,7 @@ func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 	if rec, ok, err := Blob(tx, d); err != nil {
 		return err
 	} else if ok && rec.Size == int64(len(encoded)) && keepsStubs(tx) {
-		if logical, ok := objects.PeekLogicalBytes(encoded); ok {
+		if logical, ok := logicalBytes(); ok {
 			v = manifestStub(rec.Size, logical)
 		}
 	}
