@@ -180,6 +180,13 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	readBack := make(chan struct{})
 	go func() { readBackErr = checkReadBack(encoded); close(readBack) }()
 	defer func() { <-readBack }() // an early return waits: encoded is read until then
+	// The manifest is a blob too: the copy `fsck --rebuild-index` reads.
+	// Its file (28 MB for 100,000 tensors) is written while the rest is
+	// made ready; only Commit publishes it, after the checks below.
+	var putErr error
+	put := make(chan struct{})
+	go func() { _, putErr = w.Put(digest, encoded); close(put) }()
+	defer func() { <-put }() // before Abort: its temp file is the writer's to remove
 	res := &Result{Name: opts.Name, Tag: opts.Tag, Digest: digest, Format: format,
 		Files: len(m.Files), Tensors: len(m.Tensors), LogicalBytes: m.LogicalBytes(), Warnings: append([]string{}, formatWarnings...)}
 	if warn := DTypeMismatch(configJSON, m.Tensors); warn != "" {
@@ -191,9 +198,8 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err := checkTagFree(st, opts, digest); err != nil {
 		return nil, err // before any blob is published: a refused add leaves nothing
 	}
-	// The manifest is a blob too: the copy `fsck --rebuild-index` reads.
-	if _, err := w.Put(digest, encoded); err != nil {
-		return nil, err
+	if <-put; putErr != nil {
+		return nil, putErr
 	}
 	written, err := w.Commit()
 	if err != nil {
