@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -229,14 +228,10 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	// The blobs of a large model are recorded in bounded batches first;
 	// the last batch goes with the version, and so does the manifest's
-	// blob: recorded without its manifest, a blob of 28 MB (100,000
-	// tensors) is one no chunk can be, which fsck calls corrupt after a
-	// crash between the batches.
-	written, self := withoutBlob(written, digest)
+	// blob.
 	if written, err = st.RecordAhead(written, store.FailAddBlobsRecorded); err != nil {
 		return nil, err
 	}
-	written = append(written, self...)
 	collect(large)
 	err = st.Update(func(tx *bolt.Tx) error {
 		if err := store.RecordBlobs(tx, written); err != nil {
@@ -275,17 +270,6 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		return nil, err
 	}
 	return res, nil
-}
-
-// withoutBlob returns recs without the record of blob d, in place, and
-// that record (if recs has it).
-func withoutBlob(recs []store.BlobRecord, d objects.Digest) (rest, self []store.BlobRecord) {
-	i := slices.IndexFunc(recs, func(r store.BlobRecord) bool { return r.Digest == d })
-	if i < 0 {
-		return recs, nil
-	}
-	self = []store.BlobRecord{recs[i]}
-	return append(recs[:i], recs[i+1:]...), self
 }
 
 // notWritten returns, in place, the digests of needs that no record of

@@ -356,23 +356,6 @@ func TestNotWritten(t *testing.T) {
 	}
 }
 
-// withoutBlob takes the one record of a digest out, keeping the others in
-// order, and takes nothing from records without it.
-func TestWithoutBlob(t *testing.T) {
-	var recs []store.BlobRecord
-	for i := range 5 {
-		recs = append(recs, store.BlobRecord{Digest: objects.Sum([]byte{byte(i)}), Size: int64(i)})
-	}
-	rest, self := withoutBlob(slices.Clone(recs), recs[2].Digest)
-	if len(self) != 1 || self[0] != recs[2] || !slices.Equal(rest, append(slices.Clone(recs[:2]), recs[3:]...)) {
-		t.Fatalf("without blob 2: rest %v, self %v", rest, self)
-	}
-	rest, self = withoutBlob(slices.Clone(recs), objects.Sum([]byte("other")))
-	if self != nil || !slices.Equal(rest, recs) {
-		t.Fatalf("without a blob not there: rest %v, self %v", rest, self)
-	}
-}
-
 // The index keeps an added version's logical bytes (what `ls` shows) as
 // its manifest's bytes give them.
 func TestAddRecordsLogicalBytes(t *testing.T) {

@@ -217,8 +217,24 @@ const RecordBatch = 1 << 16
 // removes (the caller holds the store's shared lock until its commit, so
 // gc never removes them from under it). It sorts recs in place: the
 // records of a large model are never copied to be put in key order.
+//
+// A blob larger than a chunk (only a manifest's can be) is never recorded
+// ahead: the version's transaction records it with its manifest. Recorded
+// alone, it is one that fsck calls corrupt, and an add or pull killed
+// between two batches left such a store when its manifest's digest sorted
+// into an early batch.
 func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, error) {
 	sortByDigest(recs)
+	var held []BlobRecord
+	if len(recs) > RecordBatch {
+		recs = slices.DeleteFunc(recs, func(r BlobRecord) bool {
+			if r.Size > objects.ChunkSize {
+				held = append(held, r)
+				return true
+			}
+			return false
+		})
+	}
 	batched := len(recs) > RecordBatch
 	for len(recs) > RecordBatch {
 		batch := recs[:RecordBatch]
@@ -233,7 +249,7 @@ func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, 
 		// kept alive by the last batch's slice of them.
 		recs = slices.Clone(recs)
 	}
-	return recs, nil
+	return append(recs, held...), nil
 }
 
 // packJournal gathers the journal records of packed blobs: where each

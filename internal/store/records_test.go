@@ -214,3 +214,41 @@ func TestSortByDigest(t *testing.T) {
 		}
 	}
 }
+
+// A blob larger than a chunk (a manifest's) is never recorded ahead, even
+// when it sorts into the first batch: it is handed back with the last
+// batch, for the version's transaction.
+func TestRecordAheadHoldsManifestBlobs(t *testing.T) {
+	st := newStore(t)
+	n := RecordBatch + 3
+	recs := make([]BlobRecord, n)
+	for i := range recs {
+		d := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)})
+		recs[i] = BlobRecord{Digest: d, Size: 512, Encoding: EncodingPacked, Pack: PackID{1}, Offset: int64(i) * 512}
+	}
+	slices.SortFunc(recs, compareRecords)
+	big := recs[0] // sorts first
+	big.Size, big.Encoding, big.Pack, big.Offset = objects.ChunkSize+1, EncodingRaw, PackID{}, 0
+	recs[0] = big
+	rest, err := st.RecordAhead(recs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != 3 || rest[len(rest)-1] != big {
+		t.Fatalf("handed back %d records, the last %+v; want 3, the last the manifest's blob", len(rest), rest[len(rest)-1])
+	}
+	err = st.View(func(tx *bolt.Tx) error {
+		if _, ok, err := Blob(tx, big.Digest); ok || err != nil {
+			t.Fatalf("the manifest's blob was recorded ahead (%v, %v)", ok, err)
+		}
+		for _, r := range rest[:2] {
+			if _, ok, _ := Blob(tx, r.Digest); ok {
+				t.Fatalf("a record of the last batch was recorded ahead")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
