@@ -10,5 +10,7 @@
 // (or end in _linux.go). On any other GOOS this package does not compile,
 // on purpose, so `go build` stops at the one clear message in
 // platform_other.go instead of a list of undefined system calls. The
-// format packages (formats/...) make no such calls and build anywhere.
+// format packages (formats/...) make no such calls and build anywhere
+// (TestFormatPackagesBuildAnywhere), but for formattest, the helper their
+// tests share.
 package platform

@@ -50,3 +50,28 @@ func TestOtherOSStopsWithMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatPackagesBuildAnywhere: the parsers (formats/...) make no
+// system calls, so they build for any OS; formattest, the helper their
+// tests share, runs parses under an address-space limit (setrlimit) and
+// is the one that imports this package.
+func TestFormatPackagesBuildAnywhere(t *testing.T) {
+	out, err := exec.Command("go", "list", "github.com/mstore/mstore/internal/formats/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.HasSuffix(p, "/formattest") {
+			pkgs = append(pkgs, p)
+		}
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found %d format packages: %v", len(pkgs), pkgs)
+	}
+	cmd := exec.Command("go", append([]string{"build"}, pkgs...)...)
+	cmd.Env = append(cmd.Environ(), "GOOS=darwin", "GOARCH=amd64") // as TestOtherOSStopsWithMessage: one cross-built standard library
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("GOOS=darwin go build of the format packages: %v\n%s", err, out)
+	}
+}
