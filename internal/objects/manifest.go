@@ -292,7 +292,16 @@ func (m *Manifest) ChunkRefs() int {
 
 // Blobs returns every blob digest the manifest needs, each once, sorted.
 func (m *Manifest) Blobs() []Digest {
-	out := make([]Digest, 0, m.ChunkRefs())
+	out := m.AppendBlobs(make([]Digest, 0, m.ChunkRefs()))
+	SortDigests(out)
+	return slices.Compact(out)
+}
+
+// AppendBlobs appends the digest of every blob m needs to out, in the
+// manifest's order, a blob as often as m names it, and returns the
+// extended slice: for a caller that gathers the blobs of many manifests
+// and sorts them once (gc's marks).
+func (m *Manifest) AppendBlobs(out []Digest) []Digest {
 	for _, t := range m.Tensors {
 		out = append(out, t.Chunks...)
 	}
@@ -303,8 +312,7 @@ func (m *Manifest) Blobs() []Digest {
 			}
 		}
 	}
-	SortDigests(out)
-	return slices.Compact(out)
+	return out
 }
 
 // LogicalBytes is the total size of the model's files.
