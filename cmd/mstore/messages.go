@@ -98,6 +98,40 @@ var (
 )
 
 func singularize(s string) string {
+	if !mayCount(s) {
+		return s
+	}
+	return singularizeAll(s)
+}
+
+// mayCount reports whether s holds what either pattern begins with: "(s)",
+// or a "1 " that starts a word (at the start of s, or after a byte that is
+// neither a word character nor '.'). Most lines printed have neither: the
+// two patterns took 0.57 s of the 0.93 s a diff of 100,000 tensors printed
+// in, one line a tensor.
+func mayCount(s string) bool {
+	if strings.Contains(s, "(s)") {
+		return true
+	}
+	for i := strings.Index(s, "1 "); i >= 0; {
+		if i == 0 || !isWordOrDot(s[i-1]) {
+			return true
+		}
+		next := strings.Index(s[i+1:], "1 ")
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+func isWordOrDot(b byte) bool {
+	return b == '.' || b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+}
+
+// singularizeAll is singularize without mayCount's shortcut.
+func singularizeAll(s string) string {
 	s = maybePlural.ReplaceAllStringFunc(s, func(m string) string {
 		sub := maybePlural.FindStringSubmatch(m)
 		if sub[2] == "1" {

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
 
 func TestSingularize(t *testing.T) {
 	for in, want := range map[string]string{
@@ -16,5 +20,31 @@ func TestSingularize(t *testing.T) {
 		if got := singularize(in); got != want {
 			t.Errorf("singularize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// mayCount never skips a line singularize would change: strings built
+// from the pieces the patterns look for, in random orders, give the same
+// with and without the shortcut.
+func TestMayCountKeepsEveryChange(t *testing.T) {
+	pieces := []string{"1 ", "11 ", "1", " ", "files", "new ", "delta(s)", "(s)", ".", "_", "x", "é", ":", "\n", "2 ", "v1 ", "tensors", "history "}
+	r := rand.New(rand.NewPCG(7, 7))
+	changed := 0
+	for range 20_000 {
+		var b strings.Builder
+		for range 1 + r.IntN(8) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		s := b.String()
+		want := singularizeAll(s)
+		if want != s {
+			changed++
+		}
+		if got := singularize(s); got != want {
+			t.Fatalf("singularize(%q) = %q, want %q", s, got, want)
+		}
+	}
+	if changed < 500 {
+		t.Fatalf("only %d of 20,000 strings changed: the test does not reach the patterns", changed)
 	}
 }
