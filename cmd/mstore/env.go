@@ -82,12 +82,16 @@ func (e *env) printf(format string, args ...any) {
 
 // result prints what a script needs (add's digest, serve's URL), even with
 // --quiet.
-func (e *env) result(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
+func (e *env) result(format string, args ...any) {
+	fmt.Fprintf(e.stdout, format, args...)
+	flushOutput(e.stdout)
+}
 
 // note prints a human remark on stderr unless --quiet or --json, or
 // --progress=json keeps stderr for JSON lines.
 func (e *env) note(format string, args ...any) {
 	if !e.quiet && !e.json && e.progressMode != "json" {
+		flushOutput(e.stdout)
 		io.WriteString(e.stderr, singularize(fmt.Sprintf(format, args...)))
 	}
 }

@@ -35,7 +35,7 @@ func main() {
 	// runtime killing the process by SIGPIPE without a word.
 	signal.Ignore(syscall.SIGPIPE)
 	app := newApp()
-	stdout := &output{w: os.Stdout}
+	stdout := stdoutFor(os.Stdout)
 	app.Writer = stdout
 	if path := os.Getenv("MSTORE_CPUPROFILE"); path != "" { // for developers measuring mstore
 		if f, err := os.Create(path); err == nil {
@@ -55,7 +55,7 @@ func main() {
 	}
 	err := run(ctx, app, os.Args)
 	stopMem()
-	if err == nil && stdout.err != nil {
+	if stdout.Flush(); err == nil && stdout.err != nil {
 		err = stdout.err
 	}
 	pprof.StopCPUProfile()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,5 +60,51 @@ func TestOutputShortWrite(t *testing.T) {
 	out := &output{w: &failingWriter{n: 2}} // a short write without an error
 	if _, err := out.Write([]byte("abc")); !errors.Is(err, io.ErrShortWrite) {
 		t.Errorf("short write: %v", err)
+	}
+}
+
+// Stdout that is not a terminal is buffered: nothing reaches the file
+// before Flush, all of it after; a write that fails at the flush (here, a
+// closed file) is kept and reported as any write error is; env.result
+// flushes what a script waits for.
+func TestOutputBuffersUntilFlush(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := stdoutFor(f)
+	size := func() int64 {
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	fmt.Fprintf(out, "line 1\n")
+	if size() != 0 {
+		t.Fatal("a write reached the file before Flush")
+	}
+	e := &env{stdout: out}
+	e.result("serving on %s\n", "http://127.0.0.1:1")
+	if size() != int64(len("line 1\nserving on http://127.0.0.1:1\n")) {
+		t.Fatalf("after env.result the file holds %d bytes", size())
+	}
+
+	closed, err := os.Create(filepath.Join(t.TempDir(), "closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	out = stdoutFor(closed)
+	fmt.Fprintf(out, "lost\n")
+	if out.err != nil {
+		t.Fatalf("a buffered write failed at once: %v", out.err)
+	}
+	if err := out.Flush(); err == nil || out.err == nil {
+		t.Fatal("Flush to a closed file reported no error")
+	}
+	if key, _ := classOf(out.err); key != "io_error" {
+		t.Errorf("a failed flush is %s, want io_error", key)
 	}
 }
