@@ -203,6 +203,10 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	} else {
 		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
 	}
+	// The pages tx.Check and checkedView read are released here, those
+	// read after as they go: bbolt's own check must only see pages
+	// already mapped (checkedView).
+	releaseIndexPages(tx)
 	if err := s.checkFormat(tx); err != nil {
 		return err
 	}
@@ -253,6 +257,7 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 		}
 		st.manifests = append(st.manifests, fsckManifest{digest: md, size: size, readable: err == nil})
 		eachNeed(m, md, size, func(n need) { r.checkNeed(st, md, reachable, n) })
+		releaseIndexPages(tx)
 		return nil
 	})
 }
