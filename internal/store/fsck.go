@@ -111,6 +111,11 @@ func (n need) where() string {
 	return "the manifest itself (its copy for `fsck --rebuild-index`)"
 }
 
+// gcBeforeManifest is the size of manifest (28 MB for 100,000 tensors)
+// before whose decoding fsck collects the garbage of the last one's: a
+// collection is worth a few milliseconds of decoding.
+const gcBeforeManifest = 1 << 20
+
 // fsckManifest is a manifest fsck read.
 type fsckManifest struct {
 	digest   objects.Digest
@@ -168,6 +173,11 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
 		return nil, err
 	}
+	// What follows needs no record. Collected now, not when the heap next
+	// reaches twice them: the journal's check makes garbage (165 MB for
+	// 700,000 blobs) that grew fsck's heap from 51 MB to 102 MB.
+	st.recs, st.used = nil, nil
+	runtime.GC()
 	if log, err := journal.Check(s.journalPath()); err != nil {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
 	} else if log.Damaged > 0 || log.Orphans > 0 {
@@ -250,6 +260,14 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "manifest", ID: md.String(), Detail: "no ref, history entry or tag names this version"})
 		}
 		size, _ := ManifestSize(tx, md)
+		if size >= gcBeforeManifest {
+			// The last manifest's decoding is garbage now: collected
+			// before this one makes as much again, the heap stays near
+			// the records and one manifest, where the collector waited
+			// for twice that (7 versions of 100,000 tensors: 134 MB of
+			// heap for 67 live, with it 67 for 44).
+			runtime.GC()
+		}
 		m, err := s.Manifest(tx, md)
 		if err != nil {
 			corrupt("manifest", md.String(), "%v", err)
