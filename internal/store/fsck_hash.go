@@ -152,6 +152,7 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 	for p, n := range counts {
 		byPack[p] = make([]uint32, 0, n)
 	}
+	loose := files.loose // those of the records from i on
 	reader := s.NewBlobReader()
 	defer reader.Close()
 	for i := range recs.list {
@@ -188,21 +189,24 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 			continue
 		}
 		rec := recs.record(i)
-		f, ok := files.loose[rec.Digest]
-		rel := relPath(s, s.BlobPath(rec.Digest))
+		for len(loose) > 0 && int(loose[0].i) < i {
+			loose = loose[1:]
+		}
+		path := s.BlobPath(rec.Digest)
+		rel := relPath(s, path)
 		switch {
-		case !ok:
+		case len(loose) == 0 || int(loose[0].i) != i:
 			finding(&r.Missing, rec, rel, "the index records it; its file is missing")
 			continue
-		case f.Size != rec.Size:
-			finding(&r.Corrupt, rec, rel, "file of %d bytes, recorded as %d", f.Size, rec.Size)
+		case loose[0].size != rec.Size:
+			finding(&r.Corrupt, rec, rel, "file of %d bytes, recorded as %d", loose[0].size, rec.Size)
 			continue
 		}
 		g.Go(func() error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			file, err := os.Open(f.Path)
+			file, err := os.Open(path)
 			if err != nil {
 				compare(rec, rel, objects.Digest{}, err)
 				return nil
