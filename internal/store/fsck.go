@@ -175,7 +175,11 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	}
 	// What follows needs no record. Collected now, not when the heap next
 	// reaches twice them: the journal's check makes garbage (165 MB for
-	// 700,000 blobs) that grew fsck's heap from 51 MB to 102 MB.
+	// 700,000 blobs) that grew fsck's heap from 51 MB to 102 MB, peak RSS
+	// 126 MiB where it is now 115. The runtime returns the records' pages
+	// and faults some back, 0.1-0.2 s of system time; checking the
+	// journal first instead left its heap resident through bbolt's check
+	// (152 MiB).
 	st.recs, st.used = nil, nil
 	runtime.GC()
 	if log, err := journal.Check(s.journalPath()); err != nil {
