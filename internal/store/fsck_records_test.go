@@ -1,7 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -92,5 +97,91 @@ func TestFsckRecordsRoundTrip(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What a bad blob breaks is found by reading the manifests again: each
+// version (in key order) and tensor that needs it, at most maxAffects of
+// them and a count of the rest.
+func TestFsckExplainsBadBlobFromManifestsReadAgain(t *testing.T) {
+	st := newStore(t)
+	shared := []byte("sixteen bytes ..")
+	sd := objects.Sum(shared)
+	var versions []objects.Digest
+	for v := range 2 {
+		w := st.NewBlobWriter(nil)
+		own := []byte{byte(v)}
+		od := objects.Sum(own)
+		if err := w.PutSmall([]objects.Digest{sd, od}, [][]byte{shared, own}); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := w.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &objects.Manifest{Schema: objects.ManifestSchema, Format: "safetensors", Files: []objects.File{}}
+		m.Tensors = append(m.Tensors, objects.Tensor{Name: "own", DType: "U8", Shape: []int64{1}, Size: 1, Digest: od, Chunks: []objects.Digest{od}})
+		for i := range 15 {
+			m.Tensors = append(m.Tensors, objects.Tensor{Name: fmt.Sprint("t", i), DType: "U8", Shape: []int64{16}, Size: 16, Digest: sd, Chunks: []objects.Digest{sd}})
+		}
+		d, enc, err := m.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mrecs, err := st.WriteManifestBlob(d, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Update(func(tx *bolt.Tx) error {
+			if err := RecordBlobs(tx, append(recs, mrecs...)); err != nil {
+				return err
+			}
+			return PutManifest(tx, d, enc)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, d)
+	}
+	slices.SortFunc(versions, func(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) })
+	var rec BlobRecord
+	if err := st.View(func(tx *bolt.Tx) (err error) { rec, _, err = Blob(tx, sd); return err }); err != nil {
+		t.Fatal(err)
+	}
+	flip := func() {
+		f, err := os.OpenFile(st.PackPath(rec.Pack), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b := make([]byte, 1)
+		f.ReadAt(b, rec.Offset)
+		b[0] ^= 1
+		f.WriteAt(b, rec.Offset)
+	}
+	os.Chmod(st.PackPath(rec.Pack), 0o644)
+	flip()
+	r, err := st.Fsck(t.Context(), FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip()
+	if len(r.Corrupt) != 1 || r.Corrupt[0].ID != sd.String() {
+		t.Fatalf("corrupt %+v, want blob %s", r.Corrupt, sd.Short())
+	}
+	var want []string
+	for _, v := range versions {
+		for i := range 15 {
+			want = append(want, fmt.Sprintf("version %s (no name reaches it): tensor \"t%d\"", v.Short(), i))
+		}
+	}
+	want = append(want[:maxAffects], fmt.Sprintf("… and %d more", 30-maxAffects))
+	if got := r.Corrupt[0].Affects; !slices.Equal(got, want) {
+		t.Fatalf("affects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(r.Warnings) != 1 { // names were not checked
+		t.Errorf("warnings %q", r.Warnings)
+	}
+	if r, err = st.Fsck(t.Context(), FsckOptions{}); err != nil || !r.OK {
+		t.Fatalf("fsck after the bit is flipped back: %+v, %v", r, err)
 	}
 }
