@@ -87,8 +87,7 @@ type need struct {
 	digest objects.Digest
 	size   int64
 	// where is what needs it (a tensor's or file's name, the manifest
-	// itself), put in words only for a finding: a manifest of 100,000
-	// tensors made as many strings, kept to fsck's end.
+	// itself), put in words only for a finding.
 	kind needKind
 	name string
 }
@@ -112,14 +111,34 @@ func (n need) where() string {
 	return "the manifest itself (its copy for `fsck --rebuild-index`)"
 }
 
+// gcBeforeManifest is the size of manifest (28 MB for 100,000 tensors)
+// before whose decoding fsck collects the garbage of the last one's: a
+// collection is worth a few milliseconds of decoding.
+const gcBeforeManifest = 1 << 20
+
+// fsckManifest is a manifest fsck read.
+type fsckManifest struct {
+	digest   objects.Digest
+	size     int64 // of its own blob
+	readable bool
+}
+
 // fsckState is what fsck read from the index, copied out of the
-// transaction.
+// transaction. What each manifest needs is checked as the manifest is read
+// and not kept: every need of every manifest, with its name, was 50 MB of
+// fsck's peak on a store of 7 versions of 100,000 tensors. The manifests
+// are read again only when a blob is bad, to say what it breaks.
 type fsckState struct {
-	recs      map[objects.Digest]BlobRecord
-	needs     map[objects.Digest][]need // by manifest, for manifests that decode
+	recs      *fsckRecords
+	used      bitset                  // the records a named version needs
+	reported  map[objects.Digest]bool // needed blobs found missing or corrupt in the index
+	manifests []fsckManifest          // in key order
 	reachable map[objects.Digest]bool
-	names     map[objects.Digest][]string // the names that reach each version
-	layer     Names
+	// allReachable: the names are not known, so no version is called
+	// unreferenced.
+	allReachable bool
+	names        map[objects.Digest][]string // the names that reach each version
+	layer        Names
 	// unreadable: named versions whose manifest does not decode; what
 	// they need is unknown, so no blob is called unreferenced.
 	unreadable []objects.Digest
@@ -142,11 +161,11 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	defer lock.Unlock()
 
 	r := &FsckReport{Missing: []Finding{}, Corrupt: []Finding{}, Unreferenced: []Finding{}, Leftovers: []Finding{}, Repaired: []Finding{}, Warnings: []string{}}
-	st := &fsckState{recs: map[objects.Digest]BlobRecord{}, needs: map[objects.Digest][]need{}, names: map[objects.Digest][]string{}, layer: opts.Names}
+	st := &fsckState{reported: map[objects.Digest]bool{}, names: map[objects.Digest][]string{}, layer: opts.Names}
 	if err := s.checkedView(func(tx *bolt.Tx, canCheck bool) error { return s.checkIndex(tx, canCheck, r, st) }); err != nil {
 		return nil, err
 	}
-	r.checkNeeds(st)
+	r.listUnreferenced(st)
 	files, err := s.checkFiles(r, st)
 	if err != nil {
 		return nil, err
@@ -154,12 +173,21 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 	if err := s.hashBlobs(ctx, r, st, files, opts.Workers); err != nil {
 		return nil, err
 	}
+	// What follows needs no record. Collected now, not when the heap next
+	// reaches twice them: the journal's check makes garbage (165 MB for
+	// 700,000 blobs) that grew fsck's heap from 51 MB to 102 MB, peak RSS
+	// 126 MiB where it is now 115. The runtime returns the records' pages
+	// and faults some back, 0.1-0.2 s of system time; checking the
+	// journal first instead left its heap resident through bbolt's check
+	// (152 MiB).
+	st.recs, st.used = nil, nil
+	runtime.GC()
 	if log, err := journal.Check(s.journalPath()); err != nil {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal cannot be read: %v; `fsck --rebuild-index` could not rebuild the index", err))
 	} else if log.Damaged > 0 || log.Orphans > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the journal has %d damaged batch(es) and %d stray line(s): what they recorded could not be rebuilt from it", log.Damaged, log.Orphans))
 	}
-	bad := r.explainBad(st)
+	bad := s.explainBad(r, st)
 	if err := s.Update(func(tx *bolt.Tx) error { return MarkSuspect(tx, bad) }); err != nil {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("could not mark the %d bad blob(s) for healing in the index: %v", len(bad), err))
 	}
@@ -176,7 +204,8 @@ func (s *Store) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 }
 
 // checkIndex reads the index: bbolt's own page checks, the format record,
-// the refs, every manifest and every blob record.
+// every blob record, the refs, and every manifest, whose needs it checks
+// against the records.
 func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckState) error {
 	corrupt := func(kind, id, format string, args ...any) {
 		r.Corrupt = append(r.Corrupt, Finding{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
@@ -188,13 +217,16 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 	} else {
 		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
 	}
+	// The pages tx.Check and checkedView read are released here, those
+	// read after as they go: bbolt's own check must only see pages
+	// already mapped (checkedView).
+	releaseIndexPages(tx)
 	if err := s.checkFormat(tx); err != nil {
 		return err
 	}
 	manifests := tx.Bucket(bucketManifests)
-	err := tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
-		d := objects.Digest(k)
-		rec, err := decodeBlobRecord(d, v)
+	var err error
+	st.recs, err = readRecords(tx.Bucket(bucketBlobs), func(k []byte, d objects.Digest, rec BlobRecord, err error) bool {
 		// A manifest's blob is one loose file whatever its size (28 MB for
 		// 100,000 tensors); every other blob is at most a chunk.
 		manifest := func() bool { return rec.Encoding == EncodingRaw && !rec.Coded() && manifests.Get(k) != nil }
@@ -206,43 +238,50 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 		case rec.Size > objects.ChunkSize && !manifest() || rec.Encoding == EncodingPacked && !rec.Coded() && rec.Size >= PackThreshold:
 			corrupt("blob", d.String(), "recorded as %d bytes (%d-byte chunks, raw packed blobs below %d)", rec.Size, objects.ChunkSize, PackThreshold)
 		default:
-			st.recs[d] = rec
+			return true
 		}
-		return nil
+		return false
 	})
 	if err != nil {
 		return err
 	}
-	err = ForEachManifest(tx, func(d objects.Digest) error {
-		r.Manifests++
-		size, _ := ManifestSize(tx, d)
-		self := need{digest: d, size: size, kind: needSelf}
-		m, err := s.Manifest(tx, d)
-		if err != nil {
-			corrupt("manifest", d.String(), "%v", err)
-			st.unreadable = append(st.unreadable, d)
-			st.needs[d] = []need{self} // its bytes are its blob's: a damaged blob names the version
-			return nil
-		}
-		st.needs[d] = append(manifestNeeds(m), self)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	// The names first: whether a version is reachable says, as its
+	// manifest is read, whether what it needs is used.
 	if st.layer == nil {
 		r.Warnings = append(r.Warnings, "names (refs, tags) were not checked")
-		st.reachable = map[objects.Digest]bool{}
-		for d := range st.needs {
-			st.reachable[d] = true
+		st.allReachable = true
+	} else {
+		if err := st.layer.Check(tx); err != nil {
+			corrupt("refs", "", "%v", err)
 		}
+		s.checkNames(tx, st.layer, r, st)
+	}
+	st.used = newBitset(len(st.recs.list))
+	return ForEachManifest(tx, func(md objects.Digest) error {
+		r.Manifests++
+		reachable := st.allReachable || st.reachable[md]
+		if !reachable {
+			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "manifest", ID: md.String(), Detail: "no ref, history entry or tag names this version"})
+		}
+		size, _ := ManifestSize(tx, md)
+		if size >= gcBeforeManifest {
+			// The last manifest's decoding is garbage now: collected
+			// before this one makes as much again, the heap stays near
+			// the records and one manifest, where the collector waited
+			// for twice that (7 versions of 100,000 tensors: 134 MB of
+			// heap for 67 live, with it 67 for 44).
+			runtime.GC()
+		}
+		m, err := s.Manifest(tx, md)
+		if err != nil {
+			corrupt("manifest", md.String(), "%v", err)
+			st.unreadable = append(st.unreadable, md)
+		}
+		st.manifests = append(st.manifests, fsckManifest{digest: md, size: size, readable: err == nil})
+		eachNeed(m, md, size, func(n need) { r.checkNeed(st, md, reachable, n) })
+		releaseIndexPages(tx)
 		return nil
-	}
-	if err := st.layer.Check(tx); err != nil {
-		corrupt("refs", "", "%v", err)
-	}
-	s.checkNames(tx, st.layer, r, st)
-	return nil
+	})
 }
 
 // checkNames checks that every ref, every entry of its history and every
@@ -271,38 +310,63 @@ func (s *Store) checkNames(tx *bolt.Tx, names Names, r *FsckReport, st *fsckStat
 	if err != nil {
 		corrupt(err)
 		// Without the names, call nothing unreferenced.
-		st.reachable = map[objects.Digest]bool{}
-		for d := range st.needs {
-			st.reachable[d] = true
-		}
+		st.allReachable = true
 	}
 }
 
-// manifestNeeds lists every blob m needs with the size m expects.
-func manifestNeeds(m *objects.Manifest) []need {
-	out := make([]need, 0, m.ChunkRefs()+1) // and the manifest itself, which the caller adds
-	add := func(size int64, chunks []objects.Digest, kind needKind, name string) {
-		for i, c := range chunks {
-			_, n := objects.ChunkBounds(size, i)
-			out = append(out, need{digest: c, size: n, kind: kind, name: name})
+// eachNeed calls fn for every blob m (manifest md, whose own blob is size
+// bytes) needs, with the size m expects, in m's order, and last for md's
+// own blob. A nil m (a manifest that does not decode) needs only that: its
+// bytes are its blob's, and a damaged blob names the version.
+func eachNeed(m *objects.Manifest, md objects.Digest, size int64, fn func(need)) {
+	if m != nil {
+		add := func(size int64, chunks []objects.Digest, kind needKind, name string) {
+			for i, c := range chunks {
+				_, n := objects.ChunkBounds(size, i)
+				fn(need{digest: c, size: n, kind: kind, name: name})
+			}
 		}
-	}
-	for _, t := range m.Tensors {
-		add(t.Size, t.Chunks, needTensor, t.Name)
-	}
-	for _, f := range m.Files {
-		for _, e := range f.Extents {
-			if e.Data != nil {
-				add(e.Size, e.Data.Chunks, needFile, f.Path)
+		for _, t := range m.Tensors {
+			add(t.Size, t.Chunks, needTensor, t.Name)
+		}
+		for _, f := range m.Files {
+			for _, e := range f.Extents {
+				if e.Data != nil {
+					add(e.Size, e.Data.Chunks, needFile, f.Path)
+				}
 			}
 		}
 	}
-	return out
+	fn(need{digest: md, size: size, kind: needSelf})
+}
+
+// checkNeed checks that blob n, which manifest md needs, is recorded with
+// the size md expects, and marks it used when md is reachable. Each bad
+// blob is reported once, for the first manifest (in key order) to need it.
+func (r *FsckReport) checkNeed(st *fsckState, md objects.Digest, reachable bool, n need) {
+	i, ok := st.recs.find(n.digest)
+	if reachable && ok {
+		st.used.set(i)
+	}
+	switch {
+	case st.reported[n.digest]:
+	case !ok:
+		st.reported[n.digest] = true
+		r.Missing = append(r.Missing, Finding{Kind: "blob", ID: n.digest.String(), Size: n.size,
+			Detail: fmt.Sprintf("manifest %s needs it; the index has no record of it", md.Short())})
+	case st.recs.list[i].size != n.size:
+		st.reported[n.digest] = true
+		r.Corrupt = append(r.Corrupt, Finding{Kind: "blob", ID: n.digest.String(), Size: st.recs.list[i].size,
+			Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, st.recs.list[i].size)})
+	}
 }
 
 // explainBad fills in, for every missing or corrupt blob, what it breaks
 // and how to heal it, and returns those blobs with why (for MarkSuspect).
-func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
+// It reads the manifests fsck checked again, one at a time, and only when
+// some blob is bad: 0.3 s more for the 7 versions of 100,000 tensors of
+// bench/growth.sh, where keeping every need with its name cost 50 MB.
+func (s *Store) explainBad(r *FsckReport, st *fsckState) map[objects.Digest]string {
 	bad := map[objects.Digest]string{}
 	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
 		for _, f := range *l {
@@ -319,30 +383,47 @@ func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
 	}
 	affects := map[objects.Digest][]string{}
 	more := map[objects.Digest]int{}
-	for _, md := range sortedDigests(st.needs) {
-		version := "version " + md.Short()
-		if names := st.names[md]; len(names) > 0 {
-			version += " (" + strings.Join(names, ", ") + ")"
-		} else {
-			version += " (no name reaches it)"
+	var unread []string // manifests that no longer read
+	err := s.View(func(tx *bolt.Tx) error {
+		for _, fm := range st.manifests {
+			var m *objects.Manifest
+			if fm.readable {
+				var err error
+				if m, err = s.Manifest(tx, fm.digest); err != nil {
+					unread = append(unread, fm.digest.Short())
+				}
+			}
+			version := "version " + fm.digest.Short()
+			if names := st.names[fm.digest]; len(names) > 0 {
+				version += " (" + strings.Join(names, ", ") + ")"
+			} else {
+				version += " (no name reaches it)"
+			}
+			seen := map[string]bool{}
+			eachNeed(m, fm.digest, fm.size, func(n need) {
+				if _, ok := bad[n.digest]; !ok {
+					return
+				}
+				where := n.where()
+				key := n.digest.String() + where
+				if seen[key] {
+					return
+				}
+				seen[key] = true
+				if len(affects[n.digest]) == maxAffects {
+					more[n.digest]++
+					return
+				}
+				affects[n.digest] = append(affects[n.digest], version+": "+where)
+			})
 		}
-		seen := map[string]bool{}
-		for _, n := range st.needs[md] {
-			if _, ok := bad[n.digest]; !ok {
-				continue
-			}
-			where := n.where()
-			key := n.digest.String() + where
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			if len(affects[n.digest]) == maxAffects {
-				more[n.digest]++
-				continue
-			}
-			affects[n.digest] = append(affects[n.digest], version+": "+where)
-		}
+		return nil
+	})
+	if err == nil && len(unread) > 0 {
+		err = fmt.Errorf("version(s) %s no longer read", strings.Join(unread, ", "))
+	}
+	if err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("what the bad blobs break is not fully known: %v", err))
 	}
 	for _, l := range []*[]Finding{&r.Missing, &r.Corrupt} {
 		for i, f := range *l {
@@ -363,58 +444,29 @@ func (r *FsckReport) explainBad(st *fsckState) map[objects.Digest]string {
 	return bad
 }
 
-// checkNeeds checks that every blob every manifest needs is recorded with
-// the size the manifest expects, and lists what no named version needs.
-func (r *FsckReport) checkNeeds(st *fsckState) {
-	usedBy := map[objects.Digest]bool{}
-	reported := map[objects.Digest]bool{}
-	for _, md := range sortedDigests(st.needs) {
-		reachable := st.reachable[md]
-		if !reachable {
-			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "manifest", ID: md.String(), Detail: "no ref, history entry or tag names this version"})
-		}
-		for _, n := range st.needs[md] {
-			if reachable {
-				usedBy[n.digest] = true
-			}
-			rec, ok := st.recs[n.digest]
-			switch {
-			case reported[n.digest]:
-			case !ok:
-				reported[n.digest] = true
-				r.Missing = append(r.Missing, Finding{Kind: "blob", ID: n.digest.String(), Size: n.size,
-					Detail: fmt.Sprintf("manifest %s needs it; the index has no record of it", md.Short())})
-			case rec.Size != n.size:
-				reported[n.digest] = true
-				r.Corrupt = append(r.Corrupt, Finding{Kind: "blob", ID: n.digest.String(), Size: rec.Size,
-					Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, rec.Size)})
-			}
-		}
-	}
+// listUnreferenced lists the blobs no named version needs, once every
+// manifest's needs are checked.
+func (r *FsckReport) listUnreferenced(st *fsckState) {
 	if len(st.unreadable) > 0 {
 		var ids []string
 		for _, d := range st.unreadable {
 			ids = append(ids, d.Short())
 		}
 		r.Warnings = append(r.Warnings, fmt.Sprintf("version(s) %s cannot be read: which blobs they need is unknown, so no blob is called unreferenced", strings.Join(ids, ", ")))
-	}
-	// A delta's base is needed as long as the delta is.
-	for d, base := range DeltaBases(st.recs) {
-		if usedBy[d] {
-			usedBy[base] = true
-		}
-	}
-	r.listUnreferenced(st, usedBy)
-}
-
-// listUnreferenced lists the blobs no named version needs.
-func (r *FsckReport) listUnreferenced(st *fsckState, usedBy map[objects.Digest]bool) {
-	if len(st.unreadable) > 0 {
 		return
 	}
-	for _, d := range sortedDigests(st.recs) {
-		if !usedBy[d] {
-			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "blob", ID: d.String(), Size: st.recs[d].Size,
+	// A delta's base is needed as long as the delta is.
+	for _, b := range st.recs.bases {
+		if st.used.has(int(b.i)) {
+			if j, ok := st.recs.find(b.base); ok {
+				st.used.set(j)
+			}
+		}
+	}
+	for i := range st.recs.list {
+		if !st.used.has(i) {
+			rec := &st.recs.list[i]
+			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "blob", ID: rec.digest.String(), Size: rec.size,
 				Detail: "no named version needs it"})
 		}
 	}
@@ -431,7 +483,11 @@ func sortedDigests[V any](m map[objects.Digest]V) []objects.Digest {
 
 // storeFiles is what fsck found on disk.
 type storeFiles struct {
-	loose     map[objects.Digest]StoredFile
+	// loose is the file of each recorded loose blob that has one, in
+	// record order: 16 bytes each, where a map of StoredFiles held 120
+	// and two paths of 80-odd bytes for each, and a store of large
+	// tensors' chunks is almost all loose blobs.
+	loose     []looseFile
 	packs     map[PackID]StoredFile
 	leftovers []StoredFile // removed by Repair
 }
@@ -439,11 +495,11 @@ type storeFiles struct {
 // checkFiles walks objects/ and tmp/: every file must be a recorded blob
 // or pack; others are leftovers.
 func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
-	files := &storeFiles{loose: map[objects.Digest]StoredFile{}, packs: map[PackID]StoredFile{}}
+	files := &storeFiles{packs: map[PackID]StoredFile{}}
 	recordedPacks := map[PackID]int64{} // recorded bytes in each pack
-	for _, rec := range st.recs {
-		if rec.Encoding == EncodingPacked {
-			recordedPacks[rec.Pack] += rec.StoredSize()
+	for i := range st.recs.list {
+		if rec := &st.recs.list[i]; rec.enc == EncodingPacked {
+			recordedPacks[st.recs.packs[rec.pack]] += rec.storedSize()
 		}
 	}
 	leftover := func(f StoredFile, detail string) {
@@ -457,8 +513,8 @@ func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
 		case FileUnknown:
 			leftover(f, "not a file mstore writes; left alone")
 		case FileLoose:
-			if rec, ok := st.recs[f.Digest]; ok && rec.Encoding == EncodingRaw {
-				files.loose[f.Digest] = f
+			if i, ok := st.recs.find(f.Digest); ok && st.recs.list[i].enc == EncodingRaw {
+				files.loose = append(files.loose, looseFile{i: uint32(i), size: f.Size})
 				return nil
 			}
 			if err := verifyFile(f); err != nil {
@@ -483,7 +539,14 @@ func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
 		}
 		return nil
 	})
+	sort.Slice(files.loose, func(a, b int) bool { return files.loose[a].i < files.loose[b].i })
 	return files, err
+}
+
+// looseFile is the file of record i, of size bytes, at its BlobPath.
+type looseFile struct {
+	i    uint32
+	size int64
 }
 
 func fileID(f StoredFile) string {
