@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"time"
@@ -182,6 +183,12 @@ func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if size, _ := store.ManifestSize(tx, d); size >= collectBeforeManifest {
+			// The last manifest's decoding is garbage now: collected
+			// before this one makes as much again, the heap stays near
+			// the marks and one manifest (as fsck does).
+			runtime.GC()
+		}
 		m, err := st.Manifest(tx, d)
 		if err != nil {
 			p.Unreadable = append(p.Unreadable, Unreadable{Version: d, Error: err.Error()})
@@ -193,6 +200,12 @@ func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable
 	}
 	return live.sorted(), nil
 }
+
+// collectBeforeManifest is the size of a manifest's encoding (28 MB for
+// 100,000 tensors) before whose decoding mark collects the garbage of the
+// one before: gc --dry-run of 7 versions of 100,000 new small blobs peaked
+// at 134-162 MiB without, 102-112 MiB with.
+const collectBeforeManifest = 1 << 20
 
 // digestSet gathers digests into one sorted list, each once. What is
 // appended to pending waits until it is as long as what is held (or 1 Mi

@@ -368,8 +368,18 @@ func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, e
 }
 
 // ForEachBlob calls fn for every recorded blob.
+//
+// The index's pages it has read are released from the process as it goes
+// (releaseIndexPages, as fsck does): gc and du walk every record, and kept
+// the whole index resident (90 MB of gc's 180 MB peak for a store of
+// 700,000 blobs). A transaction that bbolt's check reads after
+// (checkedView) must not walk the records with it.
 func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
+	n := 0
 	return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+		if n++; n%releaseEvery == 0 {
+			releaseIndexPages(tx)
+		}
 		r, err := decodeBlobRecord(objects.Digest(k), v)
 		if err != nil {
 			return err
