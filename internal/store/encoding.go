@@ -121,7 +121,12 @@ func attachBase(tx *bolt.Tx, r *BlobRecord) error {
 // EncodeBlob returns the smallest coding of raw found: byte-grouped in
 // width planes, or, when base (the raw bytes of a blob that is not itself a
 // delta) is given, the XOR delta against it, whichever is smaller. It
-// returns CodingRaw and nil when neither is smaller than raw.
+// returns CodingRaw and nil when neither is smaller than raw, and for a
+// blob larger than a chunk (a manifest's: 28 MB for 100,000 tensors): the
+// decoder holds a plane to a chunk's size (bytegroup's zstd window and
+// memory bounds, set for hostile input), so such a coding would never
+// decode, and repack refused every manifest blob of that size as a bug in
+// the coder.
 func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 	return AppendBlob(nil, raw, width, base)
 }
@@ -130,6 +135,9 @@ func EncodeBlob(raw []byte, width int, base []byte) (Coding, []byte) {
 // caller may reuse once it is done with the result (repack codes every
 // blob of a store through a few such buffers).
 func AppendBlob(dst, raw []byte, width int, base []byte) (Coding, []byte) {
+	if len(raw) > objects.ChunkSize {
+		return CodingRaw, nil
+	}
 	if base == nil {
 		if g := bytegroup.AppendEncode(dst[:0], raw, width); len(g) < len(raw) {
 			return CodingGrouped, g

@@ -402,3 +402,28 @@ func TestCheckDecodes(t *testing.T) {
 		}
 	}
 }
+
+// A blob larger than a chunk (only a manifest's can be) is never coded:
+// its planes would be past what the decoder takes. One chunk of the same
+// bytes codes, and decodes.
+func TestBlobsPastAChunkStayRaw(t *testing.T) {
+	manifestLike := bytes.Repeat([]byte(`{"name":"model.layers.0.weight","dtype":"F32","digest":"db76436accf473e1c714a4"},`), objects.ChunkSize/80+100)
+	if len(manifestLike) <= objects.ChunkSize {
+		t.Fatalf("test blob of %d bytes, want more than a chunk", len(manifestLike))
+	}
+	if coding, stored := EncodeBlob(manifestLike, 1, nil); coding != CodingRaw || stored != nil {
+		t.Fatalf("a blob of %d bytes coded as %s (%d bytes), want raw", len(manifestLike), coding, len(stored))
+	}
+	if coding, _ := EncodeBlob(manifestLike, 1, manifestLike); coding != CodingRaw {
+		t.Fatalf("a blob of %d bytes coded as %s against a base, want raw", len(manifestLike), coding)
+	}
+	chunk := manifestLike[:objects.ChunkSize]
+	coding, stored := EncodeBlob(chunk, 1, nil)
+	if coding != CodingGrouped {
+		t.Fatalf("a chunk of the same bytes coded as %s, want grouped", coding)
+	}
+	rec := BlobRecord{Digest: objects.Sum(chunk), Size: int64(len(chunk)), Coding: coding, Stored: int64(len(stored))}
+	if _, err := CheckDecodes(rec, stored, chunk, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
