@@ -236,18 +236,6 @@ type CodingStats struct {
 	Ratio       float64 `json:"ratio"` // stored / raw
 }
 
-// DeltaBases returns, for every delta blob of recs, its base: what gc must
-// keep while the delta lives.
-func DeltaBases(recs map[objects.Digest]BlobRecord) map[objects.Digest]objects.Digest {
-	out := map[objects.Digest]objects.Digest{}
-	for d, r := range recs {
-		if r.Coding == CodingDelta {
-			out[d] = r.Base
-		}
-	}
-	return out
-}
-
 // Standalone reads the delta rec and codes it again without its base (gc
 // does this before it removes a base no version needs any more). It returns
 // the new record (grouped, or raw when coding does not pay) and its stored
