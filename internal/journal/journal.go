@@ -303,8 +303,11 @@ func read(r io.Reader, keep bool) (*Log, error) {
 			l.Lines++
 			rec, ok := decodeLine(bytes.TrimSuffix(line, []byte{'\n'}))
 			var members []Record
-			if ok && rec.Op == OpPackRun {
+			switch {
+			case ok && rec.Op == OpPackRun && keep:
 				members, ok = expandPackRun(rec)
+			case ok && rec.Op == OpPackRun:
+				ok = packRunDecodes(rec)
 			}
 			if ok && line[len(line)-1] != '\n' {
 				ok = false // a last line without its newline is torn

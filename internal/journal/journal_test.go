@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -187,8 +188,25 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "j")
 		os.WriteFile(path, b, 0o644)
-		if _, err := Read(path); err != nil {
+		l, err := Read(path)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Check counts what Read counts, batch by batch, without the
+		// records (its pack runs are decoded, not expanded).
+		c, err := Check(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := func(l *Log) (out []uint64) {
+			for _, b := range l.Batches {
+				out = append(out, b.Seq)
+			}
+			return out
+		}
+		if c.BadLines != l.BadLines || c.Incomplete != l.Incomplete || c.Replaced != l.Replaced || c.Damaged != l.Damaged ||
+			c.Orphans != l.Orphans || c.Lines != l.Lines || !slices.Equal(seqs(c), seqs(l)) {
+			t.Fatalf("Check %+v, Read %+v", *c, *l)
 		}
 	})
 }

@@ -89,35 +89,51 @@ func byOffset(members []PackMember) []int {
 // for; ok is false when its members do not decode (a checksum that passed
 // over bytes this build did not write).
 func expandPackRun(r Record) ([]Record, bool) {
+	var out []Record
+	ok := eachPackMember(r, func(n int) { out = make([]Record, 0, n) }, func(m Record) { out = append(out, m) })
+	return out, ok
+}
+
+// packRunDecodes reports whether r's members decode, as expandPackRun
+// would, without making their records: fsck's check of the journal of a
+// store of 700,000 packed blobs made 165 MB of them to drop each at once.
+func packRunDecodes(r Record) bool {
+	return eachPackMember(r, func(int) {}, func(Record) {})
+}
+
+// eachPackMember decodes r's members, calls start with (at most) how many
+// there are, then member with each in turn, and reports whether they all
+// decode.
+func eachPackMember(r Record, start func(n int), member func(Record)) bool {
 	b, err := base64.StdEncoding.DecodeString(r.Members)
 	if err != nil || r.Pack == "" || r.Digest != (objects.Digest{}) || r.Offset != 0 || r.Size != 0 {
-		return nil, false
+		return false
 	}
-	out := make([]Record, 0, min(len(b)/34, packRunMax))
+	start(min(len(b)/34, packRunMax))
 	var end int64
 	for len(b) > 0 {
 		if len(b) < len(objects.Digest{})+2 {
-			return nil, false
+			return false
 		}
 		m := Record{Op: OpPacked, Batch: r.Batch, Pack: r.Pack, Digest: objects.Digest(b[:32])}
 		b = b[32:]
 		delta, n := binary.Varint(b)
 		if n <= 0 {
-			return nil, false
+			return false
 		}
 		b = b[n:]
 		size, n := binary.Uvarint(b)
 		// Bounded (far beyond any pack) so that no sum overflows.
 		if n <= 0 || size > packRunBound || delta < -end || delta > packRunBound {
-			return nil, false
+			return false
 		}
 		b = b[n:]
 		m.Offset, m.Size = end+delta, int64(size)
 		if m.Offset > packRunBound {
-			return nil, false
+			return false
 		}
 		end = m.Offset + m.Size
-		out = append(out, m)
+		member(m)
 	}
-	return out, true
+	return true
 }

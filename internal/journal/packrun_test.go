@@ -115,6 +115,9 @@ func FuzzPackRun(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := Record{Op: OpPackRun, Pack: "aa", Members: base64.StdEncoding.EncodeToString(b)}
 		got, ok := expandPackRun(r)
+		if packRunDecodes(r) != ok { // Check's path, which makes no records
+			t.Fatalf("packRunDecodes = %v, expandPackRun's ok = %v", !ok, ok)
+		}
 		if !ok {
 			return
 		}
