@@ -40,8 +40,8 @@ func TestDigestSet(t *testing.T) {
 			t.Fatalf("seed %d: %d digests held, want %d (sorted, each once)", seed, len(got), len(want))
 		}
 		for _, d := range pool {
-			if has(got, d) != slices.Contains(want, d) {
-				t.Fatalf("seed %d: has(%s) = %v", seed, d.Short(), has(got, d))
+			if objects.HasDigest(got, d) != slices.Contains(want, d) {
+				t.Fatalf("seed %d: has(%s) = %v", seed, d.Short(), objects.HasDigest(got, d))
 			}
 		}
 	}

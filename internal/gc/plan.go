@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"sort"
 	"time"
@@ -183,12 +182,8 @@ func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if size, _ := store.ManifestSize(tx, d); size >= collectBeforeManifest {
-			// The last manifest's decoding is garbage now: collected
-			// before this one makes as much again, the heap stays near
-			// the marks and one manifest (as fsck does).
-			runtime.GC()
-		}
+		size, _ := store.ManifestSize(tx, d)
+		store.CollectBeforeManifest(size)
 		m, err := st.Manifest(tx, d)
 		if err != nil {
 			p.Unreadable = append(p.Unreadable, Unreadable{Version: d, Error: err.Error()})
@@ -200,12 +195,6 @@ func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable
 	}
 	return live.sorted(), nil
 }
-
-// collectBeforeManifest is the size of a manifest's encoding (28 MB for
-// 100,000 tensors) before whose decoding mark collects the garbage of the
-// one before: gc --dry-run of 7 versions of 100,000 new small blobs peaked
-// at 134-162 MiB without, 102-112 MiB with.
-const collectBeforeManifest = 1 << 20
 
 // digestSet gathers digests into one sorted list, each once. What is
 // appended to pending waits until it is as long as what is held (or 1 Mi
@@ -252,7 +241,7 @@ func mergeDigests(a, b []objects.Digest) []objects.Digest {
 	a = slices.Grow(a, len(b))[:n+len(b)]
 	i, j := n-1, len(b)-1
 	for k := len(a) - 1; j >= 0; k-- { // from the back: a's own elements are moved before they are overwritten
-		if i >= 0 && bytes.Compare(a[i][:], b[j][:]) > 0 {
+		if i >= 0 && objects.CompareDigests(a[i], b[j]) > 0 {
 			a[k] = a[i]
 			i--
 		} else {
@@ -261,12 +250,6 @@ func mergeDigests(a, b []objects.Digest) []objects.Digest {
 		}
 	}
 	return slices.Compact(a)
-}
-
-// has reports whether the sorted digests ds hold d.
-func has(ds []objects.Digest, d objects.Digest) bool {
-	_, ok := slices.BinarySearchFunc(ds, d, func(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) })
-	return ok
 }
 
 // packLive is what a pack holds that a named version needs.
@@ -321,7 +304,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live []objects.
 	livePacked := map[store.PackID]packLive{}
 	next := 0 // live[next] is the first mark the walk has not passed
 	err = store.ForEachBlob(tx, func(r store.BlobRecord) error {
-		for ; next < len(live) && bytes.Compare(live[next][:], r.Digest[:]) < 0; next++ {
+		for ; next < len(live) && objects.CompareDigests(live[next], r.Digest) < 0; next++ {
 			p.missing(live[next])
 		}
 		isLive := p.KeptAllBlobs
@@ -336,7 +319,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live []objects.
 			recordedPacks[r.Pack] = true
 		}
 		reencode := false
-		if isLive && r.Coding == store.CodingDelta && !has(live, r.Base) && !(p.KeptAllBlobs && r.BaseRec != nil) {
+		if isLive && r.Coding == store.CodingDelta && !objects.HasDigest(live, r.Base) && !(p.KeptAllBlobs && r.BaseRec != nil) {
 			if r.BaseRec == nil {
 				p.Missing = append(p.Missing, r.Base)
 			} else {
@@ -443,7 +426,7 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live []
 		reencoded[r.Digest] = true
 	}
 	err := store.ForEachBlob(tx, func(r store.BlobRecord) error {
-		if r.Encoding == store.EncodingPacked && repacks[r.Pack] && !reencoded[r.Digest] && (p.KeptAllBlobs || has(live, r.Digest)) {
+		if r.Encoding == store.EncodingPacked && repacks[r.Pack] && !reencoded[r.Digest] && (p.KeptAllBlobs || objects.HasDigest(live, r.Digest)) {
 			p.repackRecs = append(p.repackRecs, r)
 		}
 		return nil

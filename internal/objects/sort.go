@@ -5,8 +5,14 @@ import (
 	"slices"
 )
 
-// compareDigests orders digests by their bytes.
-func compareDigests(a, b Digest) int { return bytes.Compare(a[:], b[:]) }
+// CompareDigests orders digests by their bytes (key order in the index).
+func CompareDigests(a, b Digest) int { return bytes.Compare(a[:], b[:]) }
+
+// HasDigest reports whether ds, in key order, holds d.
+func HasDigest(ds []Digest, d Digest) bool {
+	_, ok := slices.BinarySearchFunc(ds, d, CompareDigests)
+	return ok
+}
 
 // radixMin is the length from which SortDigests and DigestOrder count
 // first: below it a comparison sort is as fast, and needs no table of
@@ -18,7 +24,7 @@ const radixMin = 1 << 12
 // bytes; in order of DigestOrder, in 6.
 func SortDigests(ds []Digest) {
 	if len(ds) < radixMin {
-		slices.SortFunc(ds, compareDigests)
+		slices.SortFunc(ds, CompareDigests)
 		return
 	}
 	out := make([]Digest, len(ds))
@@ -37,7 +43,7 @@ func DigestOrder(n int, digest func(i int) *Digest) []int {
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortFunc(order, func(x, y int) int { return compareDigests(*digest(x), *digest(y)) })
+		slices.SortFunc(order, func(x, y int) int { return CompareDigests(*digest(x), *digest(y)) })
 		return order
 	}
 	bucket := func(i int) int { d := digest(i); return int(d[0])<<8 | int(d[1]) }
@@ -57,7 +63,7 @@ func DigestOrder(n int, digest func(i int) *Digest) []int {
 	}
 	for b := range 1 << 16 {
 		if run := order[start[b]:start[b+1]]; len(run) > 1 {
-			slices.SortFunc(run, func(x, y int) int { return compareDigests(*digest(x), *digest(y)) })
+			slices.SortFunc(run, func(x, y int) int { return CompareDigests(*digest(x), *digest(y)) })
 		}
 	}
 	return order

@@ -22,7 +22,7 @@ func TestSortDigests(t *testing.T) {
 			}
 		}
 		want := slices.Clone(ds)
-		slices.SortFunc(want, compareDigests)
+		slices.SortFunc(want, CompareDigests)
 		SortDigests(ds)
 		if !slices.Equal(ds, want) {
 			t.Fatalf("%d digests sorted differently", n)
@@ -45,7 +45,7 @@ func BenchmarkSortDigests(b *testing.B) {
 	b.Run("comparisons", func(b *testing.B) {
 		for b.Loop() {
 			copy(ds, src)
-			slices.SortFunc(ds, compareDigests)
+			slices.SortFunc(ds, CompareDigests)
 		}
 	})
 }

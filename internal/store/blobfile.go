@@ -96,9 +96,9 @@ func RequireRecorded(tx *bolt.Tx, ds []objects.Digest) error {
 // walkRecords calls fn with the record of each blob of ds, in key order.
 func walkRecords(tx *bolt.Tx, ds []objects.Digest, fn func(objects.Digest, []byte) error) error {
 	sorted := ds
-	if !slices.IsSortedFunc(ds, compareDigests) {
+	if !slices.IsSortedFunc(ds, objects.CompareDigests) {
 		sorted = slices.Clone(ds)
-		slices.SortFunc(sorted, compareDigests)
+		slices.SortFunc(sorted, objects.CompareDigests)
 	}
 	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
 	for i, d := range sorted {
@@ -141,5 +141,3 @@ func (r *recordCursor) find(d objects.Digest) ([]byte, error) {
 	}
 	return r.v, nil
 }
-
-func compareDigests(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,8 +30,7 @@ type BlobSet struct{ sorted []objects.Digest }
 
 // Has reports whether d was recorded when the snapshot was taken.
 func (b *BlobSet) Has(d objects.Digest) bool {
-	_, ok := slices.BinarySearchFunc(b.sorted, d, compareDigests)
-	return ok
+	return objects.HasDigest(b.sorted, d)
 }
 
 // KnownBlobs takes a snapshot of every recorded blob digest (32 bytes each),

@@ -111,11 +111,6 @@ func (n need) where() string {
 	return "the manifest itself (its copy for `fsck --rebuild-index`)"
 }
 
-// gcBeforeManifest is the size of manifest (28 MB for 100,000 tensors)
-// before whose decoding fsck collects the garbage of the last one's: a
-// collection is worth a few milliseconds of decoding.
-const gcBeforeManifest = 1 << 20
-
 // fsckManifest is a manifest fsck read.
 type fsckManifest struct {
 	digest   objects.Digest
@@ -263,14 +258,7 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "manifest", ID: md.String(), Detail: "no ref, history entry or tag names this version"})
 		}
 		size, _ := ManifestSize(tx, md)
-		if size >= gcBeforeManifest {
-			// The last manifest's decoding is garbage now: collected
-			// before this one makes as much again, the heap stays near
-			// the records and one manifest, where the collector waited
-			// for twice that (7 versions of 100,000 tensors: 134 MB of
-			// heap for 67 live, with it 67 for 44).
-			runtime.GC()
-		}
+		CollectBeforeManifest(size)
 		m, err := s.Manifest(tx, md)
 		if err != nil {
 			corrupt("manifest", md.String(), "%v", err)

@@ -43,10 +43,6 @@ type fsckBase struct {
 	base objects.Digest
 }
 
-// releaseEvery is how many records are read between two releases of the
-// index's pages (releaseIndexPages): about 2 MB of them.
-const releaseEvery = 1 << 14
-
 // readRecords copies the blob records of the bucket b out of its
 // transaction, those keep keeps (it is given each key, as a digest, and
 // the record decoded from its value or why it does not decode).
@@ -75,9 +71,7 @@ func readRecords(b *bolt.Bucket, keep func(k []byte, d objects.Digest, rec BlobR
 			recs.bases = append(recs.bases, fsckBase{i: uint32(len(recs.list)), base: rec.Base})
 		}
 		recs.list = append(recs.list, fsckRecord{digest: d, size: rec.Size, offset: rec.Offset, stored: rec.Stored, pack: p, enc: rec.Encoding, coding: rec.Coding})
-		if len(recs.list)%releaseEvery == 0 {
-			releaseIndexPages(b.Tx())
-		}
+		releaseAt(b.Tx(), len(recs.list))
 		return nil
 	})
 	recs.start = make([]uint32, 1<<16+1)

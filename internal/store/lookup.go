@@ -31,18 +31,13 @@ func RecordsInOrder(tx *bolt.Tx, ds []objects.Digest) ([]BlobRecord, error) {
 		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 			return c
 		}
-		return compareDigests(ds[a.i], ds[b.i])
+		return objects.CompareDigests(ds[a.i], ds[b.i])
 	})
 	out := make([]BlobRecord, len(ds))
 	prefault.Slice(out)
 	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
 	for n, k := range keys {
-		if n > 0 && n%releaseEvery == 0 {
-			// The index pages walked so far, released (as ForEachBlob
-			// does): a checkout of 100,000 blobs from a store of 700,000
-			// kept 90 MB of the index resident.
-			releaseIndexPages(tx)
-		}
+		releaseAt(tx, n) // the index pages walked so far
 		d := ds[k.i]
 		if n > 0 && ds[keys[n-1].i] == d {
 			out[k.i] = out[keys[n-1].i]
