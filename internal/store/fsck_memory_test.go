@@ -41,6 +41,13 @@ func addTinyVersion(t *testing.T, st *Store, seed, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recordVersion(t, st, m, recs)
+}
+
+// recordVersion records the blobs recs (durable) and manifest m, its blob
+// written, as one version, and returns its digest.
+func recordVersion(t *testing.T, st *Store, m *objects.Manifest, recs []BlobRecord) objects.Digest {
+	t.Helper()
 	d, enc, err := m.Digest()
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +65,7 @@ func addTinyVersion(t *testing.T, st *Store, seed, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
 }
 
 // heapPeak samples the live heap (as each collection measures it) until

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -124,25 +123,9 @@ func TestFsckExplainsBadBlobFromManifestsReadAgain(t *testing.T) {
 		for i := range 15 {
 			m.Tensors = append(m.Tensors, objects.Tensor{Name: fmt.Sprint("t", i), DType: "U8", Shape: []int64{16}, Size: 16, Digest: sd, Chunks: []objects.Digest{sd}})
 		}
-		d, enc, err := m.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mrecs, err := st.WriteManifestBlob(d, enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Update(func(tx *bolt.Tx) error {
-			if err := RecordBlobs(tx, append(recs, mrecs...)); err != nil {
-				return err
-			}
-			return PutManifest(tx, d, enc)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		versions = append(versions, d)
+		versions = append(versions, recordVersion(t, st, m, recs))
 	}
-	slices.SortFunc(versions, func(a, b objects.Digest) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(versions, objects.CompareDigests)
 	var rec BlobRecord
 	if err := st.View(func(tx *bolt.Tx) (err error) { rec, _, err = Blob(tx, sd); return err }); err != nil {
 		t.Fatal(err)
