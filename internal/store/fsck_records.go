@@ -1,7 +1,7 @@
 package store
 
 import (
-	"bytes"
+	"slices"
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
@@ -93,9 +93,8 @@ func prefix(d *objects.Digest) int { return int(d[0])<<8 | int(d[1]) }
 func (recs *fsckRecords) find(d objects.Digest) (int, bool) {
 	p := prefix(&d)
 	lo, hi := int(recs.start[p]), int(recs.start[p+1])
-	run := recs.list[lo:hi]
-	i := sort.Search(len(run), func(i int) bool { return bytes.Compare(run[i].digest[:], d[:]) >= 0 })
-	return lo + i, i < len(run) && run[i].digest == d
+	i, ok := slices.BinarySearchFunc(recs.list[lo:hi], d, func(r fsckRecord, d objects.Digest) int { return objects.CompareDigests(r.digest, d) })
+	return lo + i, ok
 }
 
 // record returns list[i] as the index holds it (BaseRec not filled in).
