@@ -75,10 +75,11 @@ func short(err error) error {
 
 // readPackedDirect reads len(buf) bytes at off of pack id into buf, with
 // O_DIRECT through an aligned scratch buffer (done as readLooseDirect).
+// A blob under directMin is read through the page cache.
 func (r *BlobReader) readPackedDirect(id PackID, off int64, buf []byte) (done bool, err error) {
 	lo := off &^ (directAlign - 1)
 	span := roundUp(int(off-lo) + len(buf))
-	if !r.uncached || len(buf) == 0 || span > scratchSize {
+	if !r.uncached || len(buf) < directMin || span > scratchSize {
 		return false, nil
 	}
 	f, err := r.directPack(id)
@@ -97,6 +98,13 @@ func (r *BlobReader) readPackedDirect(id PackID, off int64, buf []byte) (done bo
 	copy(buf, (*sp)[off-lo:])
 	return true, nil
 }
+
+// directMin is the size under which a packed blob is read through the
+// page cache even by a ReadUncached reader. Each O_DIRECT read waits for
+// the device, about 60 µs here, while buffered reads of a pack's
+// neighbouring blobs are served by the kernel's read-ahead: a repack of
+// 100,000 blobs of 512 B spent 6.6 of its 17 s in O_DIRECT preads.
+const directMin = 64 << 10
 
 // directPack opens pack id with O_DIRECT once; nil and no error where the
 // file system refuses it (remembered, so that it is asked once a pack).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -31,35 +32,44 @@ func uncache(t *testing.T, p string) {
 }
 
 // With ReadUncached, loose blobs read into an aligned buffer with room and
-// packed blobs at any offset come back byte for byte and leave none of
-// their pages in the page cache; into a buffer that cannot be read into
-// directly, they are read through the page cache, as by a plain reader.
+// packed blobs of directMin or more at any offset come back byte for byte
+// and leave none of their pages in the page cache; into a buffer that
+// cannot be read into directly, they are read through the page cache, as
+// by a plain reader. Smaller packed blobs (their own pack here) are always
+// read through the page cache, where read-ahead serves their neighbours.
 func TestReadUncached(t *testing.T) {
 	st := newStore(t)
 	testenv.RequireDirectIO(t, filepath.Join(st.Dir(), tmpDir))
-	w := st.NewBlobWriter(nil)
 	blobs := map[objects.Digest][]byte{}
-	for i, n := range []int{objects.ChunkSize, objects.ChunkSize - 5, PackThreshold + 3, 100, 4097, 9000, PackThreshold - 1} {
-		b := randomBytes(n, uint64(200+i))
-		blobs[objects.Sum(b)] = b
-		if _, err := w.Put(objects.Sum(b), b); err != nil {
+	var recs []BlobRecord
+	for i, sizes := range [][]int{
+		{objects.ChunkSize, objects.ChunkSize - 5, PackThreshold + 3, directMin, directMin + 4097, PackThreshold - 1},
+		{100, 4097, 9000, directMin - 1},
+	} {
+		w := st.NewBlobWriter(nil)
+		for j, n := range sizes {
+			b := randomBytes(n, uint64(200+10*i+j))
+			blobs[objects.Sum(b)] = b
+			if _, err := w.Put(objects.Sum(b), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		written, err := w.Commit()
+		if err != nil {
 			t.Fatal(err)
 		}
+		recs = append(recs, written...)
 	}
-	recs, err := w.Commit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]bool{} // path: loose
+	files := map[string]bool{} // path: read with O_DIRECT where it can be (loose or large)
 	for _, rec := range recs {
 		if rec.Encoding == EncodingPacked {
-			files[st.PackPath(rec.Pack)] = false
+			files[st.PackPath(rec.Pack)] = rec.Size >= directMin
 		} else {
 			files[st.BlobPath(rec.Digest)] = true
 		}
 	}
-	if len(files) < 4 {
-		t.Fatalf("%d files, want the loose blobs and a pack", len(files))
+	if len(files) < 5 {
+		t.Fatalf("%d files, want the loose blobs and two packs", len(files))
 	}
 	for _, mode := range []string{"aligned", "unaligned", "plain"} {
 		for p := range files {
@@ -80,12 +90,13 @@ func TestReadUncached(t *testing.T) {
 			}
 		}
 		r.Close()
-		for p, loose := range files {
+		for p, large := range files {
 			fi, err := os.Stat(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			direct := mode == "aligned" || mode == "unaligned" && !loose
+			loose := !strings.HasSuffix(p, ".pack")
+			direct := large && (mode == "aligned" || mode == "unaligned" && !loose)
 			resident := testenv.ResidentPages(t, p, int(fi.Size()))
 			if direct && resident > 0 || !direct && resident == 0 {
 				t.Errorf("%s: %s: %d of its %d pages in the page cache", mode, filepath.Base(p), resident, (fi.Size()+directAlign-1)/directAlign)
