@@ -136,7 +136,10 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	}
 	w := st.NewBlobWriter(known)
 	defer w.Abort()
-	w.WriteUncached() // nothing reads the blobs back soon: past the page cache (TestAddWritesLargeBlobsUncached)
+	w.Expect(len(layout.Tensors) + len(files)) // a blob each, unless shared
+	// Nothing reads the blobs back soon: past the page cache
+	// (TestAddWritesLargeBlobsUncached).
+	w.WriteUncached()
 	decoded, err := decoders(codec, src, layout, st, parsed)
 	if err != nil {
 		return nil, err
@@ -165,6 +168,11 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	// of them at about 15 MB, the encoding at 30 MB.
 	layout, h, files = nil, nil, nil
 	collect(large)
+	// What the version needs (100,000 digests to sort for a model of as
+	// many small tensors) is listed beside the encoding, on the core that
+	// hashes it in parts.
+	blobs := make(chan []objects.Digest, 1)
+	go func(m *objects.Manifest) { blobs <- m.Blobs() }(m)
 	digest, encoded, err := m.Digest()
 	if err != nil {
 		return nil, err
@@ -191,7 +199,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if warn := DTypeMismatch(configJSON, m.Tensors); warn != "" {
 		res.Warnings = append(res.Warnings, warn)
 	}
-	needs := m.Blobs()
+	needs := <-blobs
 	m = nil
 	collect(large)
 	if err := checkTagFree(st, opts, digest); err != nil {

@@ -165,6 +165,17 @@ func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
 	return w
 }
 
+// Expect makes room for n blobs before the first Put: the map of what a
+// writer has claimed grew thirteen times to hold the 100,000 blobs of a
+// model of as many small tensors, a fifth of PutSmall's time.
+func (w *BlobWriter) Expect(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.claimed) == 0 && n > 0 {
+		w.claimed = make(map[objects.Digest]bool, n)
+	}
+}
+
 // Put stores data as blob d unless the store or the batch already has it,
 // and reports whether it wrote it. The caller has computed d from data.
 func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
@@ -292,10 +303,15 @@ func (w *BlobWriter) PutSmall(ds []objects.Digest, datas [][]byte) error {
 		if len(datas[i]) >= PackThreshold {
 			panic("store: PutSmall of a blob of PackThreshold bytes or more")
 		}
-		if w.claimed[d] || w.known.Has(d) {
+		if w.known.Has(d) {
 			continue
 		}
-		w.claimed[d] = true
+		// One map operation, not a look-up and an insert: claimed before
+		// when the map did not grow.
+		n := len(w.claimed)
+		if w.claimed[d] = true; len(w.claimed) == n {
+			continue
+		}
 		recs = append(recs, BlobRecord{Digest: d, Size: int64(len(datas[i]))})
 		keep = append(keep, datas[i])
 	}
@@ -459,16 +475,34 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 	if len(w.loose) == 0 && len(w.packs) == 0 {
 		return nil, nil
 	}
-	Failpoint(FailBeforeSync)
-	if err := w.s.syncAll(); err != nil {
-		return nil, err
-	}
+	// The records, in key order: the index records them without another
+	// copy to sort (sortedRecords). Sorted while the blobs are synced: the
+	// 100,000 records of a model of as many small tensors take 12-35 ms,
+	// which a sort begun after the sync added to every such add.
 	n := len(w.loose)
 	for _, p := range w.packs {
 		n += p.recs.n
 	}
 	out := make([]BlobRecord, 0, n)
 	prefault.Slice(out) // 13.6 MB for 100,000 blobs, filled at once (prefault)
+	for _, b := range w.loose {
+		out = append(out, b.rec)
+	}
+	for _, p := range w.packs {
+		out = p.appendRecords(out)
+		p.recs, p.coded = packedBlobs{}, nil
+	}
+	// A writer commits once, whatever the sync answers: what it claimed
+	// (100,000 digests for a model of as many small tensors) is dropped
+	// before the index is written.
+	w.claimed, w.err = nil, errCommitted
+	sorted := make(chan struct{})
+	go func() { sortByDigest(out); close(sorted) }()
+	defer func() { <-sorted }()
+	Failpoint(FailBeforeSync)
+	if err := w.s.syncAll(); err != nil {
+		return nil, err
+	}
 	made := map[string]bool{}
 	publish := func(tmp, final string) error {
 		if dir := filepath.Dir(final); !made[dir] {
@@ -486,26 +520,14 @@ func (w *BlobWriter) Commit() ([]BlobRecord, error) {
 		if err := publish(b.tmp, w.s.BlobPath(b.rec.Digest)); err != nil {
 			return nil, err
 		}
-		out = append(out, b.rec)
 	}
 	w.loose = nil
 	for _, p := range w.packs {
 		if err := publish(p.tmp, w.s.PackPath(p.id)); err != nil {
 			return nil, err
 		}
-		out = p.appendRecords(out)
-		p.recs, p.coded = packedBlobs{}, nil
 	}
 	w.packs = nil
-	// A writer commits once: what it claimed (100,000 digests for a model
-	// of as many small tensors) is dropped before the index is written.
-	w.claimed, w.err = nil, errCommitted
-	// In key order: the index records them without another copy to sort
-	// (sortedRecords). Sorted while the directories are synced (100,000
-	// records take 12-15 ms).
-	sorted := make(chan struct{})
-	go func() { sortByDigest(out); close(sorted) }()
-	defer func() { <-sorted }()
 	Failpoint(FailAfterRename)
 	if err := w.s.syncAll(); err != nil {
 		return nil, err

@@ -304,7 +304,7 @@ func TestSmallBatchesShareOnePack(t *testing.T) {
 // batch has, each once (twice in the group, or already put by Put), in
 // one pack, each where its record says; it refuses more than smallGroup
 // blobs and blobs of PackThreshold bytes, and answers a committed batch's
-// error.
+// error. Expect, once blobs are claimed, forgets none of them.
 func TestPutSmall(t *testing.T) {
 	st := newStore(t)
 	known := randomBytes(100, 1)
@@ -322,6 +322,7 @@ func TestPutSmall(t *testing.T) {
 	if _, err := w.Put(objects.Sum(putFirst), putFirst); err != nil {
 		t.Fatal(err)
 	}
+	w.Expect(100) // after a Put: what was claimed stays claimed
 	group := [][]byte{randomBytes(0, 3), known, randomBytes(1024, 4), putFirst, randomBytes(PackThreshold-1, 5), randomBytes(7, 6)}
 	group = append(group, group[2]) // twice
 	ds := make([]objects.Digest, len(group))
