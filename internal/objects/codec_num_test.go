@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,6 +100,52 @@ func TestDigestOfLargeManifest(t *testing.T) {
 				t.Fatalf("%d tensors encode in %d bytes: the cases no longer straddle hashBeside", n, len(enc))
 			}
 		}
+	}
+}
+
+// Digest encodes a long tensor list in two halves at once: its digest and
+// bytes are Encode's for every codec case (escapes, metadata, one tensor),
+// and a manifest Validate refuses is refused whole, with Validate's error.
+func TestDigestInHalves(t *testing.T) {
+	defer func(n int) { halvesFrom = n }(halvesFrom)
+	halvesFrom = 2
+	cases := codecCases()
+	for name, m := range codecCases() { // each again with tensors after its own
+		if len(m.Tensors) > 0 {
+			m.Tensors = append(m.Tensors, sample().Tensors...)
+			m.Tensors = append(m.Tensors, m.Tensors[0])
+			m.Tensors[len(m.Tensors)-1].Name += "\u00e9 last"
+			cases[name+", more tensors"] = m
+		}
+	}
+	cases["two tensors"] = smallTensors(2, func(i int) string { return "t" + strconv.Itoa(i) })
+	escaped := smallTensors(7, func(i int) string { return "ü\u2028\"layers." + strconv.Itoa(i) })
+	escaped.Meta = map[string]string{"note": "é", "b": "2"}
+	cases["escaped names, meta"] = escaped
+	var halved []string // the cases encoded in halves
+	for name, m := range cases {
+		enc, err := m.Encode()
+		d, b, derr := m.Digest()
+		if err != nil {
+			if derr == nil || derr.Error() != err.Error() {
+				t.Errorf("%s: Encode refuses (%v), Digest answers %v", name, err, derr)
+			}
+			continue
+		}
+		if len(m.Tensors) >= 2 {
+			halved = append(halved, name)
+		}
+		if derr != nil || string(b) != string(enc) || d != Sum(enc) {
+			t.Errorf("%s: Digest in halves %s (err %v), %d bytes; Encode %d bytes, digest %s", name, d.Short(), derr, len(b), len(enc), Sum(enc).Short())
+		}
+	}
+	if slices.Sort(halved); len(halved) != 4 {
+		t.Errorf("encoded in halves: %q; four cases were meant to be", halved)
+	}
+	m := smallTensors(3, func(i int) string { return []string{"a", "b\xff", "c"}[i] })
+	_, verr := m.Encode()
+	if _, _, err := m.Digest(); verr == nil || err == nil || err.Error() != verr.Error() {
+		t.Errorf("a tensor name of invalid UTF-8: Digest in halves answers %v, Validate %v", err, verr)
 	}
 }
 

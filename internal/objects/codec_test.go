@@ -180,6 +180,12 @@ func BenchmarkManifestCodec(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(enc))/float64(len(m.Tensors)), "B/tensor")
 	})
+	b.Run("digest", func(b *testing.B) { // encoded in halves, hashed beside (Digest)
+		b.ReportAllocs()
+		for b.Loop() {
+			m.Digest()
+		}
+	})
 	b.Run("encode/encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -132,6 +132,9 @@ func decodeWithJSON(b []byte) (*Manifest, error) {
 // Digest returns the manifest's id: the digest of its canonical encoding,
 // and the encoding.
 func (m *Manifest) Digest() (Digest, []byte, error) {
+	if len(m.Tensors) >= max(halvesFrom, 2) {
+		return m.digestInHalves()
+	}
 	if err := m.Validate(); err != nil {
 		return Digest{}, nil, err
 	}
@@ -140,31 +143,110 @@ func (m *Manifest) Digest() (Digest, []byte, error) {
 		b := appendManifest(make([]byte, 0, n), m)
 		return Sum(b), b, nil
 	}
-	// A large encoding is hashed on another goroutine as it is written,
-	// hashBeside bytes at a time: for 100,000 tensors (27 MB) the hash
-	// had taken 12 ms after the encoding's 22.
-	parts := make(chan []byte, 4)
-	sum := make(chan Digest)
-	go func() {
-		h := NewHasher()
-		for p := range parts {
-			h.Write(p)
-		}
-		sum <- h.Digest()
-	}()
+	h := newPartHasher()
 	b, sent := make([]byte, 0, n), 0
 	encodeManifest(m, func(p []byte) bool {
 		// b is never grown past n when its text is plain ASCII; if it is
 		// grown, what was handed on is still the bytes it was.
-		if b = append(b, p...); len(b)-sent >= hashBeside {
-			parts <- b[sent:len(b):len(b)]
-			sent = len(b)
-		}
+		b = append(b, p...)
+		sent = h.upTo(b, sent)
 		return true
 	})
-	parts <- b[sent:]
-	close(parts)
-	return <-sum, b, nil
+	return h.end(b, sent), b, nil
+}
+
+// halvesFrom is the number of tensors from which Digest encodes the two
+// halves of the tensor list at once.
+var halvesFrom = 8192 // a variable for the tests
+
+// digestInHalves is Digest for a long manifest: the second half of the
+// tensor list is measured, encoded and the manifest validated on another
+// goroutine, into the part of the one buffer that follows the first half's
+// room, while this one encodes the first. For 100,000 tensors (27 MB) the
+// encoding took 70-90 ms of an add, on one core of two.
+func (m *Manifest) digestInHalves() (Digest, []byte, error) {
+	// Each half holds a tensor at least: encodeRange from 0 writes the
+	// head, to the last the tail.
+	k := len(m.Tensors) / 2
+	secondLen := make(chan int, 1)
+	room := make(chan []byte, 1)
+	second := make(chan []byte, 1)
+	var verr error
+	go func() {
+		secondLen <- tensorsLen(m, k, len(m.Tensors)) + tailLen(m)
+		b := <-room
+		encodeRange(m, k, len(m.Tensors), func(p []byte) bool { b = append(b, p...); return true })
+		verr = m.Validate()
+		second <- b
+	}()
+	n1 := headLen(m) + tensorsLen(m, 0, k)
+	n2 := <-secondLen
+	b := make([]byte, n1+n2)
+	// Each half appends within its own room: a bound of its length, exact
+	// when its text is plain ASCII. Neither can reach the other's.
+	room <- b[n1 : n1 : n1+n2]
+	h := newPartHasher()
+	first, sent := b[:0:n1], 0
+	encodeRange(m, 0, k, func(p []byte) bool {
+		first = append(first, p...)
+		sent = h.upTo(first, sent)
+		return true
+	})
+	rest := <-second
+	if verr != nil {
+		h.end(nil, 0)
+		return Digest{}, nil, verr
+	}
+	if cap(first) != n1 || cap(rest) != n2 { // grown past its bound: never for a valid manifest
+		h.end(nil, 0)
+		return Digest{}, nil, errs.New(errs.IntegrityError, "objects", "manifest encoding outgrew its bound (%d, %d bytes): a bug in mstore, please report it", n1, n2)
+	}
+	// Text that is not plain ASCII leaves a gap after the first half.
+	n := copy(b[len(first):], rest) + len(first)
+	b = b[:n:n]
+	return h.end(b, sent), b, nil
+}
+
+// partHasher hashes an encoding on another goroutine as it is written,
+// hashBeside bytes at a time: for 100,000 tensors (27 MB) the hash had
+// taken 12 ms after the encoding's 22.
+type partHasher struct {
+	parts chan []byte
+	sum   chan Digest
+}
+
+func newPartHasher() *partHasher {
+	h := &partHasher{parts: make(chan []byte, 4), sum: make(chan Digest, 1)}
+	go func() {
+		d := NewHasher()
+		for p := range h.parts {
+			d.Write(p)
+		}
+		h.sum <- d.Digest()
+	}()
+	return h
+}
+
+// upTo hands on b[sent:] once it is hashBeside bytes or more, and says
+// how much of b has been handed on.
+func (h *partHasher) upTo(b []byte, sent int) int {
+	if len(b)-sent < hashBeside {
+		return sent
+	}
+	h.parts <- b[sent:len(b):len(b)]
+	return len(b)
+}
+
+// end hands on the rest of b from sent and returns the digest of all that
+// was handed on.
+func (h *partHasher) end(b []byte, sent int) Digest {
+	for len(b)-sent > hashBeside {
+		h.parts <- b[sent : sent+hashBeside : sent+hashBeside]
+		sent += hashBeside
+	}
+	h.parts <- b[sent:len(b):len(b)]
+	close(h.parts)
+	return <-h.sum
 }
 
 // hashBeside is the size from which Digest hashes the encoding beside
