@@ -103,14 +103,15 @@ func TestDigestOfLargeManifest(t *testing.T) {
 	}
 }
 
-// Digest encodes a long tensor list in two halves at once: its digest and
-// bytes are Encode's for every codec case (escapes, metadata, one tensor),
+// Digest encodes a tensor list in two halves at once (here from two
+// tensors): its digest and bytes are Encode's for the codec cases, each
+// again with more tensors, for escaped names in both halves and metadata,
 // and a manifest Validate refuses is refused whole, with Validate's error.
 func TestDigestInHalves(t *testing.T) {
 	defer func(n int) { halvesFrom = n }(halvesFrom)
 	halvesFrom = 2
 	cases := codecCases()
-	for name, m := range codecCases() { // each again with tensors after its own
+	for name, m := range codecCases() { // fresh copies, each given more tensors
 		if len(m.Tensors) > 0 {
 			m.Tensors = append(m.Tensors, sample().Tensors...)
 			m.Tensors = append(m.Tensors, m.Tensors[0])

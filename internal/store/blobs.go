@@ -166,14 +166,27 @@ func (s *Store) NewBlobWriter(known *BlobSet) *BlobWriter {
 }
 
 // Expect makes room for n blobs before the first Put: the map of what a
-// writer has claimed grew thirteen times to hold the 100,000 blobs of a
-// model of as many small tensors, a fifth of PutSmall's time.
+// writer has claimed grew step by step to hold the 100,000 blobs of a
+// model of as many small tensors, and its look-ups and inserts were 220
+// of PutSmall's 580 ms in a profile of six such adds.
 func (w *BlobWriter) Expect(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.claimed) == 0 && n > 0 {
 		w.claimed = make(map[objects.Digest]bool, n)
 	}
+}
+
+// claim takes d for this batch to write, unless the store or the batch
+// has it already (false); w.mu is held. One map operation, not a look-up
+// and an insert: d was claimed before when the map did not grow.
+func (w *BlobWriter) claim(d objects.Digest) bool {
+	if w.known.Has(d) {
+		return false
+	}
+	n := len(w.claimed)
+	w.claimed[d] = true
+	return len(w.claimed) > n
 }
 
 // Put stores data as blob d unless the store or the batch already has it,
@@ -184,11 +197,10 @@ func (w *BlobWriter) Put(d objects.Digest, data []byte) (bool, error) {
 		defer w.mu.Unlock()
 		return false, w.err
 	}
-	if w.claimed[d] || w.known.Has(d) {
+	if !w.claim(d) {
 		w.mu.Unlock()
 		return false, nil
 	}
-	w.claimed[d] = true
 	if len(data) < PackThreshold {
 		defer w.mu.Unlock()
 		if err := w.putPacked(BlobRecord{Digest: d, Size: int64(len(data))}, data); err != nil {
@@ -223,10 +235,9 @@ func (w *BlobWriter) PutStored(rec BlobRecord, stored []byte) (bool, error) {
 	if w.err != nil {
 		return false, w.err
 	}
-	if w.claimed[rec.Digest] || w.known.Has(rec.Digest) {
+	if !w.claim(rec.Digest) {
 		return false, nil
 	}
-	w.claimed[rec.Digest] = true
 	rec = BlobRecord{Digest: rec.Digest, Size: rec.Size, Coding: rec.Coding, Stored: int64(len(stored)), Base: rec.Base}
 	if err := w.putPacked(rec, stored); err != nil {
 		w.err = err
@@ -303,13 +314,7 @@ func (w *BlobWriter) PutSmall(ds []objects.Digest, datas [][]byte) error {
 		if len(datas[i]) >= PackThreshold {
 			panic("store: PutSmall of a blob of PackThreshold bytes or more")
 		}
-		if w.known.Has(d) {
-			continue
-		}
-		// One map operation, not a look-up and an insert: claimed before
-		// when the map did not grow.
-		n := len(w.claimed)
-		if w.claimed[d] = true; len(w.claimed) == n {
+		if !w.claim(d) {
 			continue
 		}
 		recs = append(recs, BlobRecord{Digest: d, Size: int64(len(datas[i]))})
