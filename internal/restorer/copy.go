@@ -225,7 +225,7 @@ func runCopyJob(blobs *blobSource, df *directFile, path string, j copyJob) error
 		return err
 	}
 	defer src.Close()
-	if err := copyRange(src.File, src.Offset, out, j.off, j.size); err != nil {
+	if err := df.copyFrom(src.File, src.Offset, j.off, j.size); err != nil {
 		if errs.ClassOf(err) != 0 {
 			return err
 		}

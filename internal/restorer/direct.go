@@ -33,9 +33,10 @@ type directFile struct {
 	// writing the file at once then all go buffered (direct stays open
 	// until Close, as another job may be in a write on it).
 	refused atomic.Bool
-	// writing serializes the buffered writes: to one file they take its
-	// inode lock in the kernel in turn anyway; waiting here parks the
-	// goroutine rather than the thread in the kernel.
+	// writing serializes the buffered writes of coded blobs and the
+	// copies of stored ones (copyFrom): to one file they take its inode
+	// lock in the kernel in turn anyway; waiting here parks the goroutine
+	// rather than the thread in the kernel.
 	writing sync.Mutex
 }
 
@@ -93,6 +94,17 @@ func (d *directFile) buffered(data []byte, off int64) error {
 	defer d.writing.Unlock()
 	_, err := d.out.WriteAt(data, off)
 	return err
+}
+
+// copyFrom copies n bytes of src at soff to off, in the kernel when it
+// can (copyRange), one copy into the file at a time: copies of a file's
+// blobs that ran at once had their threads spin on its inode lock in the
+// kernel, where waiting here parks the goroutine and leaves the thread to
+// verify what another job copied.
+func (d *directFile) copyFrom(src *os.File, soff, off, n int64) error {
+	d.writing.Lock()
+	defer d.writing.Unlock()
+	return copyRange(src, soff, d.out, off, n)
 }
 
 // directBuffer returns an empty slice of buf whose byte i lies on an
