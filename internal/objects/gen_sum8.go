@@ -1,7 +1,7 @@
 //go:build ignore
 
-// gen_sum8 writes sum8_amd64.s: BLAKE3 of eight messages of at most one
-// chunk each, one message in each 32-bit lane of the AVX2 registers. The
+// gen_sum8 writes sum8_amd64.s: BLAKE3's compression of eight chunks (or
+// parents) at once, one in each 32-bit lane of the AVX2 registers. The
 // seven rounds' message schedule is a fixed permutation, so the rounds are
 // unrolled here, with the words' stack slots written out for each.
 //
@@ -101,21 +101,23 @@ func main() {
 		}
 		fmt.Fprintf(&b, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n", r.name)
 	}
-	// 64 (a block), CHUNK_END|ROOT, CHUNK_START.
+	// 64 (a block).
 	fmt.Fprintln(&b, "DATA sum8k<>+0(SB)/4, $64")
-	fmt.Fprintln(&b, "DATA sum8k<>+4(SB)/4, $10")
-	fmt.Fprintln(&b, "DATA sum8k<>+8(SB)/4, $1")
-	fmt.Fprintln(&b, "GLOBL sum8k<>(SB), RODATA|NOPTR, $12")
+	fmt.Fprintln(&b, "GLOBL sum8k<>(SB), RODATA|NOPTR, $4")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, `// func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, out *[8]Digest)
-// Lane i hashes in[i][:lens[i]], which is zero-padded to a whole block;
-// blocks (1..16) is the longest message's count. It reads in[i][:64*blocks],
-// the 32 bytes of lens and writes the 256 bytes of out, nothing else.`)
-	fmt.Fprintf(&b, "TEXT ·sum8(SB), 0, $%d-32\n", frame)
+	fmt.Fprintln(&b, `// func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, lanes *laneFlags, out *[8]Digest)
+// Lane i compresses in[i][:lens[i]], which is zero-padded to a whole
+// block, as one chunk (or parent) of counter lanes.counter[i], its first
+// block with flags lanes.first[i], its last with lanes.last[i]; blocks
+// (1..16) is the longest message's count. It reads in[i][:64*blocks], the
+// 32 bytes of lens and the 96 of lanes, and writes the 256 bytes of out
+// (each lane's last chaining value), nothing else.`)
+	fmt.Fprintf(&b, "TEXT ·sum8(SB), 0, $%d-40\n", frame)
 	op("MOVQ in+0(FP), AX")
 	op("MOVQ lens+8(FP), BX")
 	op("MOVQ blocks+16(FP), CX")
-	op("MOVQ out+24(FP), DI")
+	op("MOVQ lanes+24(FP), R8")
+	op("MOVQ out+32(FP), DI")
 	op("LEAQ 31(SP), R11")
 	op("ANDQ $~31, R11")
 	for i := 0; i < 8; i++ {
@@ -155,13 +157,13 @@ func main() {
 	op("VMOVDQA Y5, %d(R11) // keep the chaining value", keepAt)
 	op("VPCMPGTD Y3, Y2, Y5")
 	op("VPANDN Y4, Y5, Y5 // the last block")
-	op("VPBROADCASTD sum8k<>+4(SB), Y6")
+	op("VMOVDQU 64(R8), Y6 // lanes.last")
 	op("VPAND Y6, Y5, Y15")
-	op("VPBROADCASTD sum8k<>+8(SB), Y6")
+	op("VMOVDQU 32(R8), Y6 // lanes.first")
 	op("VPAND Y6, Y1, Y1")
 	op("VPOR Y1, Y15, Y15 // flags")
-	op("VPXOR Y12, Y12, Y12 // counter 0")
-	op("VPXOR Y13, Y13, Y13")
+	op("VMOVDQU (R8), Y12 // lanes.counter: the counter's low words")
+	op("VPXOR Y13, Y13, Y13 // and its high words, 0")
 	for i := 0; i < 4; i++ {
 		op("VPBROADCASTD sum8iv<>+%d(SB), Y%d", 4*i, 8+i)
 	}
@@ -197,7 +199,7 @@ func main() {
 	op("DECQ CX")
 	op("JNZ block")
 	fmt.Fprintln(&b)
-	// The root output's first 8 words are the last chaining value.
+	// The last chaining value: a root output's first 8 words.
 	transpose(rows, tmp)
 	for j := 0; j < 8; j++ {
 		op("VMOVDQU Y%d, %d(DI)", 8+j, 32*j)

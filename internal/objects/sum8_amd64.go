@@ -11,4 +11,4 @@ import "golang.org/x/sys/cpu"
 var haveSum8 = cpu.X86.HasAVX2
 
 //go:noescape
-func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, out *[8]Digest)
+func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, lanes *laneFlags, out *[8]Digest)

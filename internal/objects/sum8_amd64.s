@@ -32,19 +32,21 @@ DATA sum8rot8<>+24(SB)/4, $0x181b1a19
 DATA sum8rot8<>+28(SB)/4, $0x1c1f1e1d
 GLOBL sum8rot8<>(SB), RODATA|NOPTR, $32
 DATA sum8k<>+0(SB)/4, $64
-DATA sum8k<>+4(SB)/4, $10
-DATA sum8k<>+8(SB)/4, $1
-GLOBL sum8k<>(SB), RODATA|NOPTR, $12
+GLOBL sum8k<>(SB), RODATA|NOPTR, $4
 
-// func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, out *[8]Digest)
-// Lane i hashes in[i][:lens[i]], which is zero-padded to a whole block;
-// blocks (1..16) is the longest message's count. It reads in[i][:64*blocks],
-// the 32 bytes of lens and writes the 256 bytes of out, nothing else.
-TEXT ·sum8(SB), 0, $864-32
+// func sum8(in *[8][1024]byte, lens *[8]uint32, blocks int, lanes *laneFlags, out *[8]Digest)
+// Lane i compresses in[i][:lens[i]], which is zero-padded to a whole
+// block, as one chunk (or parent) of counter lanes.counter[i], its first
+// block with flags lanes.first[i], its last with lanes.last[i]; blocks
+// (1..16) is the longest message's count. It reads in[i][:64*blocks], the
+// 32 bytes of lens and the 96 of lanes, and writes the 256 bytes of out
+// (each lane's last chaining value), nothing else.
+TEXT ·sum8(SB), 0, $864-40
 	MOVQ in+0(FP), AX
 	MOVQ lens+8(FP), BX
 	MOVQ blocks+16(FP), CX
-	MOVQ out+24(FP), DI
+	MOVQ lanes+24(FP), R8
+	MOVQ out+32(FP), DI
 	LEAQ 31(SP), R11
 	ANDQ $~31, R11
 	VPBROADCASTD sum8iv<>+0(SB), Y0
@@ -162,13 +164,13 @@ block:
 	VMOVDQA Y5, 800(R11) // keep the chaining value
 	VPCMPGTD Y3, Y2, Y5
 	VPANDN Y4, Y5, Y5 // the last block
-	VPBROADCASTD sum8k<>+4(SB), Y6
+	VMOVDQU 64(R8), Y6 // lanes.last
 	VPAND Y6, Y5, Y15
-	VPBROADCASTD sum8k<>+8(SB), Y6
+	VMOVDQU 32(R8), Y6 // lanes.first
 	VPAND Y6, Y1, Y1
 	VPOR Y1, Y15, Y15 // flags
-	VPXOR Y12, Y12, Y12 // counter 0
-	VPXOR Y13, Y13, Y13
+	VMOVDQU (R8), Y12 // lanes.counter: the counter's low words
+	VPXOR Y13, Y13, Y13 // and its high words, 0
 	VPBROADCASTD sum8iv<>+0(SB), Y8
 	VPBROADCASTD sum8iv<>+4(SB), Y9
 	VPBROADCASTD sum8iv<>+8(SB), Y10

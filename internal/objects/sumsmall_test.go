@@ -64,6 +64,29 @@ func TestSumSmallEveryLength(t *testing.T) {
 	})
 }
 
+// TestSumSmallMediumLengths: eight messages of each length past a chunk
+// and up to MediumMax (hashed a chunk a lane, then their parents), every
+// length near a chunk's end and every seventh between, and just past
+// MediumMax (hashed by Sum).
+func TestSumSmallMediumLengths(t *testing.T) {
+	withGroups(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 12))
+		buf := randBytes(r, 8*(MediumMax+100))
+		for n := SmallMax; n <= MediumMax+2; n++ {
+			if c := n % SmallMax; c > 65 && c < SmallMax-65 && n%7 != 0 {
+				continue
+			}
+			msgs := make([][]byte, 8)
+			for i := range msgs {
+				at := i * (MediumMax + 100)
+				msgs[i] = buf[at : at+n]
+			}
+			checkSums(t, msgs)
+			checkSums(t, msgs[:2]) // two: the fewest hashed in lanes
+		}
+	})
+}
+
 func TestSumSmallMixes(t *testing.T) {
 	withGroups(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 4))
@@ -75,7 +98,9 @@ func TestSumSmallMixes(t *testing.T) {
 				case 0:
 					n = 0
 				case 1:
-					n = SmallMax + r.IntN(3000) // hashed on its own
+					n = SmallMax + r.IntN(MediumMax) // a chunk a lane, or past MediumMax and hashed on its own
+				case 3:
+					n = MediumMax - r.IntN(3)
 				case 2:
 					n = 64 * r.IntN(17) // whole blocks
 				}
@@ -138,13 +163,19 @@ func FuzzSumSmall(f *testing.F) {
 	f.Add([]byte{}, []byte{0})
 	f.Add(make([]byte, 4096), []byte{0, 1, 63, 64, 65, 255, 200, 128})
 	f.Add([]byte("the quick brown fox"), []byte{3, 3, 3, 3, 3, 3, 3, 3, 3})
+	f.Add(make([]byte, 20000), []byte{143, 142, 156, 200, 255, 170, 185, 129, 150, 3})
 	f.Fuzz(func(t *testing.T, data, cuts []byte) {
-		// Each cut takes 4·c bytes (up to 1020) from where the last ended,
-		// wrapping round data.
+		// Each cut takes 4·c bytes (up to 508) for c under 128, else
+		// 72·(c-128) (up to 9144, past MediumMax), from where the last
+		// ended, wrapping round data.
 		msgs := make([][]byte, 0, len(cuts))
 		at := 0
 		for _, c := range cuts {
-			n := min(4*int(c), len(data))
+			n := 4 * int(c)
+			if c >= 128 {
+				n = 72 * int(c-128)
+			}
+			n = min(n, len(data))
 			if at+n > len(data) {
 				at = 0
 			}
@@ -155,11 +186,18 @@ func FuzzSumSmall(f *testing.F) {
 	})
 }
 
-func BenchmarkSumSmall512(b *testing.B) {
-	msgs := make([][]byte, 1024)
-	buf := randBytes(rand.New(rand.NewPCG(1, 1)), 512*len(msgs))
+func BenchmarkSumSmall512(b *testing.B) { benchSumSmall(b, 512) }
+
+// BenchmarkSumSmall2K and 6K: messages hashed a chunk a lane, then their
+// parents (the experts of bench/genmodel's MoE are 6 KiB).
+func BenchmarkSumSmall2K(b *testing.B) { benchSumSmall(b, 2048) }
+func BenchmarkSumSmall6K(b *testing.B) { benchSumSmall(b, 6144) }
+
+func benchSumSmall(b *testing.B, size int) {
+	msgs := make([][]byte, 1<<19/size)
+	buf := randBytes(rand.New(rand.NewPCG(1, 1)), size*len(msgs))
 	for i := range msgs {
-		msgs[i] = buf[512*i : 512*(i+1)]
+		msgs[i] = buf[size*i : size*(i+1)]
 	}
 	out := make([]Digest, len(msgs))
 	b.Run("SumSmall", func(b *testing.B) {
