@@ -109,14 +109,13 @@ func SumSmall(msgs [][]byte, out []Digest) {
 	flushMedium()
 }
 
-// sumGroup is sum8's memory: the assembly reads only in, lens and lanes
-// and writes only out, so it stays within the messages' copies whatever
-// they are.
+// sumGroup is sum8's memory: the assembly reads only in and lens (and
+// the lanes' flags) and writes only out, so it stays within the messages'
+// copies whatever they are.
 type sumGroup struct {
-	in    [8][SmallMax]byte
-	lens  [8]uint32
-	lanes laneFlags
-	out   [8]Digest
+	in   [8][SmallMax]byte
+	lens [8]uint32
+	out  [8]Digest
 	// cvs holds, for sumMedium, each message's chaining values: of its
 	// chunks, then of each level of parents above them.
 	cvs [8][MediumMax / SmallMax]Digest
@@ -127,6 +126,9 @@ var groupPool = sync.Pool{New: func() any { return new(sumGroup) }}
 // sum hashes msgs[k] for each k of at (at most 8, each at most SmallMax
 // bytes) into g.out.
 func (g *sumGroup) sum(msgs [][]byte, at []int) {
+	if len(at) > len(g.lens) {
+		panic("objects: sum takes up to eight messages")
+	}
 	blocks := 1
 	for lane := range g.lens {
 		var m []byte
@@ -168,6 +170,9 @@ func (g *sumGroup) run(blocks int, lanes *laneFlags) {
 // subtrees are whole powers of two; the pair of the last level is the
 // root.
 func (g *sumGroup) sumMedium(msgs [][]byte, at []int, out []Digest) {
+	if len(at) > len(g.cvs) {
+		panic("objects: sumMedium takes up to eight messages")
+	}
 	var n [8]int // values of each message at the current level
 	var lanes laneFlags
 	var dst [8]*Digest
