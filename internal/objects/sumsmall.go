@@ -187,16 +187,21 @@ func (g *sumGroup) sumMedium(msgs [][]byte, at []int, out []Digest) {
 		}
 		used, blocks = 0, 1
 	}
+	// put takes data (a chunk, or a parent's two values) into the next
+	// lane, whose chaining value goes to to.
+	put := func(data []byte, counter, first, last uint32, to *Digest) {
+		blocks = max(blocks, g.load(used, data))
+		lanes.counter[used], lanes.first[used], lanes.last[used] = counter, first, last
+		dst[used] = to
+		if used++; used == 8 {
+			flush()
+		}
+	}
 	for k, i := range at {
 		m := msgs[i]
 		n[k] = (len(m) + SmallMax - 1) / SmallMax
 		for c := range n[k] {
-			blocks = max(blocks, g.load(used, m[c*SmallMax:min(len(m), (c+1)*SmallMax)]))
-			lanes.counter[used], lanes.first[used], lanes.last[used] = uint32(c), flagChunkStart, flagChunkEnd
-			dst[used] = &g.cvs[k][c]
-			if used++; used == 8 {
-				flush()
-			}
+			put(m[c*SmallMax:min(len(m), (c+1)*SmallMax)], uint32(c), flagChunkStart, flagChunkEnd, &g.cvs[k][c])
 		}
 	}
 	if used > 0 {
@@ -210,18 +215,14 @@ func (g *sumGroup) sumMedium(msgs [][]byte, at []int, out []Digest) {
 				last |= flagRoot
 			}
 			for j := range n[k] / 2 {
-				l, r := g.cvs[k][2*j], g.cvs[k][2*j+1]
-				copy(g.in[used][:32], l[:])
-				copy(g.in[used][32:64], r[:])
-				g.lens[used] = 64
-				lanes.counter[used], lanes.first[used], lanes.last[used] = 0, 0, last
-				dst[used] = &g.cvs[k][j] // below every pair still to be read
+				var pair [64]byte
+				copy(pair[:32], g.cvs[k][2*j][:])
+				copy(pair[32:], g.cvs[k][2*j+1][:])
+				to := &g.cvs[k][j] // below every pair still to be read
 				if n[k] == 2 {
-					dst[used] = &out[i]
+					to = &out[i]
 				}
-				if used++; used == 8 {
-					flush()
-				}
+				put(pair[:], 0, 0, last, to)
 			}
 		}
 		if used > 0 {
