@@ -2,6 +2,7 @@ package objects
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zeebo/blake3"
@@ -214,4 +215,36 @@ func benchSumSmall(b *testing.B, size int) {
 			}
 		}
 	})
+}
+
+// FirstMismatch finds the first message that does not hash to its digest,
+// wherever it lies: in the first or a later group of SumSmall's, among
+// short and long messages; -1 when every one does.
+func TestFirstMismatch(t *testing.T) {
+	var msgs [][]byte
+	var want []Digest
+	for i := range 700 { // past two groups of mismatchGroup
+		n := []int{0, 1, 512, 1024, 1025, 6000, 70_000}[i%7]
+		m := make([]byte, n)
+		for k := range m {
+			m[k] = byte(i * (k + 3))
+		}
+		msgs, want = append(msgs, m), append(want, Sum(m))
+	}
+	if i, _ := FirstMismatch(msgs, want); i != -1 {
+		t.Fatalf("FirstMismatch of matching messages = %d, want -1", i)
+	}
+	for _, bad := range []int{0, 5, 255, 256, 300, 699} {
+		for _, alsoLater := range []bool{false, true} {
+			w := slices.Clone(want)
+			w[bad][0] ^= 1
+			if alsoLater && bad+1 < len(w) {
+				w[len(w)-1][31] ^= 1
+			}
+			i, got := FirstMismatch(msgs, w)
+			if i != bad || got != want[bad] {
+				t.Fatalf("digest %d wrong: FirstMismatch = %d, %s; want %d, %s", bad, i, got.Short(), bad, want[bad].Short())
+			}
+		}
+	}
 }

@@ -161,10 +161,12 @@ func VerifyBlobs(blobs []Blob) error {
 	if err := CheckBatch(len(blobs), total); err != nil {
 		return err
 	}
-	for _, b := range blobs {
-		if err := objects.Verify(b.Data, b.Digest, "uploaded blob "+b.Digest.Short()); err != nil {
-			return err
-		}
+	datas, want := make([][]byte, len(blobs)), make([]objects.Digest, len(blobs))
+	for i, b := range blobs {
+		datas[i], want[i] = b.Data, b.Digest
+	}
+	if i, got := objects.FirstMismatch(datas, want); i >= 0 {
+		return errs.New(errs.IntegrityError, "remote", "uploaded blob %s: content hashes to %s", want[i].Short(), got.Short())
 	}
 	return nil
 }

@@ -55,9 +55,17 @@ func (r *Remote) HasBlobs(ctx context.Context, ds []objects.Digest) ([]bool, err
 }
 
 // records reads the index records of ds; one not recorded is not_found.
+// They are looked up in key order, with one cursor (store.RecordsInOrder);
+// only when that fails is each looked up in turn, to name the blob that is
+// not recorded.
 func (r *Remote) records(ds []objects.Digest) ([]store.BlobRecord, error) {
-	out := make([]store.BlobRecord, len(ds))
+	var out []store.BlobRecord
 	err := r.st.View(func(tx *bolt.Tx) error {
+		var err error
+		if out, err = store.RecordsInOrder(tx, ds); err == nil {
+			return nil
+		}
+		out = make([]store.BlobRecord, len(ds))
 		for i, d := range ds {
 			rec, ok, err := store.Blob(tx, d)
 			if err != nil {

@@ -87,11 +87,12 @@ func fetchCoded(ctx context.Context, st *store.Store, c remote.Coder, accept []s
 	if err == nil && len(data) != len(ds) {
 		err = errs.New(errs.IntegrityError, "pull", "the remote sent %d blobs for %d asked", len(data), len(ds))
 	}
+	if err == nil {
+		err = checkBlobs(ds, sizes, data)
+	}
 	for k := 0; err == nil && k < len(ds); k++ {
 		wire += int64(len(data[k]))
-		if err = checkBlob(ds[k], sizes[ds[k]], data[k]); err == nil {
-			_, err = w.Put(ds[k], data[k])
-		}
+		_, err = w.Put(ds[k], data[k])
 	}
 	return wire, err
 }
@@ -142,38 +143,79 @@ func remoteBases(ctx context.Context, r remote.Remote, ds []objects.Digest, recs
 func sendCoded(ctx context.Context, st *store.Store, c remote.Coder, accept []string, r remote.Remote, rd *store.BlobReader, j job, recs map[objects.Digest]store.BlobRecord, bases map[objects.Digest]bool) (int64, error) {
 	blobs := make([]remote.CodedBlob, len(j.blobs))
 	var wire int64
+	var plain []int // the blobs sent raw
 	for i, d := range j.blobs {
 		rec := recs[d]
-		b := remote.CodedBlob{Digest: d, Size: rec.Size, Coding: remote.CodingRaw}
-		var err error
-		if rec.Coded() && slices.Contains(accept, rec.Coding.String()) && (rec.Coding != store.CodingDelta || bases[rec.Base]) {
-			b.Coding, b.Base = rec.Coding.String(), rec.Base
-			b.Data, err = rd.ReadStored(rec, nil)
-		} else {
-			b.Data, err = rd.Read(rec, nil)
+		blobs[i] = remote.CodedBlob{Digest: d, Size: rec.Size, Coding: remote.CodingRaw}
+		if !rec.Coded() || !slices.Contains(accept, rec.Coding.String()) || rec.Coding == store.CodingDelta && !bases[rec.Base] {
+			plain = append(plain, i)
+			continue
 		}
+		data, err := rd.ReadStored(rec, nil)
 		if err != nil {
 			return 0, err
 		}
-		wire += int64(len(b.Data))
-		blobs[i] = b
+		blobs[i].Coding, blobs[i].Base, blobs[i].Data = rec.Coding.String(), rec.Base, data
+		wire += int64(len(data))
+	}
+	ds := make([]objects.Digest, len(plain))
+	for k, i := range plain {
+		ds[k] = j.blobs[i]
+	}
+	data, err := readBlobs(rd, ds, recs)
+	if err != nil {
+		return 0, err
+	}
+	for k, i := range plain {
+		blobs[i].Data = data[k]
+		wire += int64(len(data[k]))
 	}
 	raw, err := c.PutCoded(ctx, blobs)
 	if err != nil || len(raw) == 0 {
 		return wire, err
 	}
-	again := make([]remote.Blob, 0, len(raw))
 	for _, d := range raw {
-		rec, ok := recs[d]
-		if !ok {
+		if _, ok := recs[d]; !ok {
 			return 0, errs.New(errs.IntegrityError, "push", "the remote asks for blob %s, which was not sent", d.Short())
+		}
+	}
+	again, err := readBlobs(rd, raw, recs)
+	if err != nil {
+		return 0, err
+	}
+	put := make([]remote.Blob, len(raw))
+	for k, d := range raw {
+		put[k] = remote.Blob{Digest: d, Data: again[k]}
+		wire += int64(len(again[k]))
+	}
+	return wire, r.PutBlobs(ctx, put)
+}
+
+// readBlobs reads the raw bytes of blobs ds, each checked against its
+// digest: those kept raw together, a run of a pack at a time
+// (store.BlobReader.ReadRaw), the coded ones decoded one by one.
+func readBlobs(rd *store.BlobReader, ds []objects.Digest, recs map[objects.Digest]store.BlobRecord) ([][]byte, error) {
+	out := make([][]byte, len(ds))
+	var raw []store.BlobRecord
+	var rawAt []int
+	for i, d := range ds {
+		rec := recs[d]
+		if !rec.Coded() {
+			raw, rawAt = append(raw, rec), append(rawAt, i)
+			continue
 		}
 		data, err := rd.Read(rec, nil)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		wire += int64(len(data))
-		again = append(again, remote.Blob{Digest: d, Data: data})
+		out[i] = data
 	}
-	return wire, r.PutBlobs(ctx, again)
+	data, err := rd.ReadRaw(raw, true)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range rawAt {
+		out[i] = data[k]
+	}
+	return out, nil
 }

@@ -1,6 +1,8 @@
 package transfer
 
 import (
+	"slices"
+
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/remote"
 )
@@ -61,6 +63,24 @@ func rounds(jobs []job, limit int64) [][]job {
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
+	}
+	return out
+}
+
+// inManifestOrder returns ds (in digest order, as Manifest.Blobs gives
+// them) in the order m first names them. The add that stored the model
+// wrote its blobs in that order, so a pull's batch of small blobs is a few
+// runs of the remote's packs, each one read (store.BlobReader.ReadRaw),
+// where digest order made every blob a read of its own; and this store's
+// packs keep them in that order too, for its checkouts.
+func inManifestOrder(m *objects.Manifest, ds []objects.Digest) []objects.Digest {
+	taken := make([]bool, len(ds))
+	out := make([]objects.Digest, 0, len(ds))
+	for _, d := range m.AppendBlobs(nil) {
+		if i, ok := slices.BinarySearchFunc(ds, d, objects.CompareDigests); ok && !taken[i] {
+			taken[i] = true
+			out = append(out, d)
+		}
 	}
 	return out
 }

@@ -144,6 +144,7 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 		return nil, err
 	}
 	res.BlobsPresent = len(need) - len(missing)
+	missing = inManifestOrder(m, missing)
 	sizes := remote.BlobSizes(m)
 	m = nil // need and sizes are what the rest takes of it: a large manifest is not kept decoded
 	jobs := o.Jobs
@@ -283,12 +284,12 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 			if err == nil && len(data) != len(j.blobs) {
 				err = errs.New(errs.IntegrityError, "pull", "the remote sent %d blobs for %d asked", len(data), len(j.blobs))
 			}
+			if err == nil {
+				err = checkBlobs(j.blobs, sizes, data)
+			}
 			for i := 0; err == nil && i < len(j.blobs); i++ {
 				wire.Add(int64(len(data[i])))
-				err = checkBlob(j.blobs[i], sizes[j.blobs[i]], data[i])
-				if err == nil {
-					_, err = w.Put(j.blobs[i], data[i])
-				}
+				_, err = w.Put(j.blobs[i], data[i])
 			}
 			if err != nil {
 				failed.Store(true)
@@ -305,13 +306,17 @@ func fetchRound(ctx context.Context, st *store.Store, r remote.Remote, jobs []jo
 	return recs, wire.Load(), err
 }
 
-// checkBlob is the check every fetched blob passes before it is written.
-func checkBlob(d objects.Digest, size int64, data []byte) error {
-	if int64(len(data)) != size {
-		return errs.New(errs.IntegrityError, "pull", "blob %s from the remote has %d bytes, its manifest says %d; nothing of this version was recorded", d.Short(), len(data), size)
+// checkBlobs is the check every fetched blob passes before it is written:
+// data[i] is blob ds[i], of the size its manifest gives. The small ones
+// are hashed eight at a time (objects.FirstMismatch).
+func checkBlobs(ds []objects.Digest, sizes map[objects.Digest]int64, data [][]byte) error {
+	for i, d := range ds {
+		if int64(len(data[i])) != sizes[d] {
+			return errs.New(errs.IntegrityError, "pull", "blob %s from the remote has %d bytes, its manifest says %d; nothing of this version was recorded", d.Short(), len(data[i]), sizes[d])
+		}
 	}
-	if got := objects.Sum(data); got != d {
-		return errs.New(errs.IntegrityError, "pull", "blob %s from the remote hashes to %s; nothing of this version was recorded", d.Short(), got.Short())
+	if i, got := objects.FirstMismatch(data, ds); i >= 0 {
+		return errs.New(errs.IntegrityError, "pull", "blob %s from the remote hashes to %s; nothing of this version was recorded", ds[i].Short(), got.Short())
 	}
 	return nil
 }

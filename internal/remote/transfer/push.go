@@ -203,14 +203,14 @@ func (u *uploader) send(ctx context.Context, rd *store.BlobReader, j job) error 
 		u.wire.Add(k)
 		return err
 	}
+	data, err := readBlobs(rd, j.blobs, u.recs)
+	if err != nil {
+		return err
+	}
 	blobs := make([]remote.Blob, len(j.blobs))
 	for i, d := range j.blobs {
-		data, err := rd.Read(u.recs[d], nil)
-		if err != nil {
-			return err
-		}
-		blobs[i] = remote.Blob{Digest: d, Data: data}
-		u.wire.Add(int64(len(data)))
+		blobs[i] = remote.Blob{Digest: d, Data: data[i]}
+		u.wire.Add(int64(len(data[i])))
 	}
 	return u.r.PutBlobs(ctx, blobs)
 }
