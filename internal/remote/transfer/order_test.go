@@ -57,3 +57,32 @@ func TestCheckBlobsEveryOne(t *testing.T) {
 		}
 	}
 }
+
+// The same for a manifest of more blobs than objects.DigestOrder sorts by
+// comparisons, many named more than once, against a map's answer.
+func TestInManifestOrderMany(t *testing.T) {
+	var m objects.Manifest
+	var want []objects.Digest
+	seen := map[objects.Digest]bool{}
+	often := objects.Sum([]byte("often")) // named 134 times: its bucket is sorted unstably
+	for i := range 20_000 {
+		if i%150 == 75 {
+			m.Tensors = append(m.Tensors, objects.Tensor{Chunks: []objects.Digest{often}})
+			if !seen[often] {
+				want = append(want, often)
+			}
+			seen[often] = true
+		}
+		d := objects.Sum([]byte{byte(i % 7001), byte(i % 7001 >> 8)}) // each named about three times
+		m.Tensors = append(m.Tensors, objects.Tensor{Chunks: []objects.Digest{d}})
+		if i%7001%5 != 0 && !seen[d] { // a fifth are here already
+			want = append(want, d)
+		}
+		seen[d] = true
+	}
+	missing := slices.Clone(want)
+	objects.SortDigests(missing)
+	if got := inManifestOrder(&m, missing); !slices.Equal(got, want) {
+		t.Fatalf("%d blobs in another order than the manifest's (want %d)", len(got), len(want))
+	}
+}

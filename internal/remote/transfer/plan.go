@@ -72,15 +72,31 @@ func rounds(jobs []job, limit int64) [][]job {
 // wrote its blobs in that order, so a pull's batch of small blobs is a few
 // runs of the remote's packs, each one read (store.BlobReader.ReadRaw),
 // where digest order made every blob a read of its own; and this store's
-// packs keep them in that order too, for its checkouts.
+// packs keep them in that order too, for its checkouts. The manifest's
+// digests are put in digest order (objects.DigestOrder) and walked beside
+// ds: a binary search of ds for each took 60 ms for 100,000.
 func inManifestOrder(m *objects.Manifest, ds []objects.Digest) []objects.Digest {
-	taken := make([]bool, len(ds))
-	out := make([]objects.Digest, 0, len(ds))
-	for _, d := range m.AppendBlobs(nil) {
-		if i, ok := slices.BinarySearchFunc(ds, d, objects.CompareDigests); ok && !taken[i] {
-			taken[i] = true
-			out = append(out, d)
+	all := m.AppendBlobs(nil)
+	order := objects.DigestOrder(len(all), func(i int) *objects.Digest { return &all[i] })
+	first := make([]int, 0, len(ds)) // where each of ds is first named
+	j := 0
+	for k := 0; k < len(order) && j < len(ds); {
+		d, at := all[order[k]], order[k]
+		for k++; k < len(order) && all[order[k]] == d; k++ {
+			at = min(at, order[k]) // equal digests come in any order
 		}
+		for j < len(ds) && objects.CompareDigests(ds[j], d) < 0 {
+			j++ // not named by m: not fetched
+		}
+		if j < len(ds) && ds[j] == d {
+			first = append(first, at)
+			j++
+		}
+	}
+	slices.Sort(first)
+	out := make([]objects.Digest, len(first))
+	for i, at := range first {
+		out[i] = all[at]
 	}
 	return out
 }
