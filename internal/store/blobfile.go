@@ -124,7 +124,19 @@ type recordCursor struct {
 	used bool
 }
 
+// find returns d's record; one not recorded is an integrity_error (a
+// manifest needs it).
 func (r *recordCursor) find(d objects.Digest) ([]byte, error) {
+	v, ok := r.at(d)
+	if !ok {
+		return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+	}
+	return v, nil
+}
+
+// at moves the cursor to d, or to where d would be, and returns d's
+// record if it has one. The digests it is given must ascend.
+func (r *recordCursor) at(d objects.Digest) ([]byte, bool) {
 	if !r.used {
 		r.k, r.v = r.c.Seek(d[:])
 		r.used = true
@@ -137,7 +149,7 @@ func (r *recordCursor) find(d objects.Digest) ([]byte, error) {
 		r.k, r.v = r.c.Next()
 	}
 	if r.k == nil || !bytes.Equal(r.k, d[:]) {
-		return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
+		return nil, false
 	}
-	return r.v, nil
+	return r.v, true
 }

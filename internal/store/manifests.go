@@ -311,7 +311,7 @@ func (s *Store) ReadVersion(d objects.Digest) (*Version, *Lock, error) {
 		if v.Manifest, err = objects.DecodeManifest(v.Encoded); err != nil {
 			return err
 		}
-		v.Records, err = Records(tx, v.Manifest.Blobs())
+		v.Records, err = LookupRecords(tx, v.Manifest.Blobs())
 		return err
 	})
 	if err != nil {

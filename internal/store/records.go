@@ -350,23 +350,6 @@ func Blob(tx *bolt.Tx, d objects.Digest) (BlobRecord, bool, error) {
 	return r, err == nil, err
 }
 
-// Records returns the index records of the blobs ds; a blob the index does
-// not know is an integrity_error (a manifest needs it).
-func Records(tx *bolt.Tx, ds []objects.Digest) (map[objects.Digest]BlobRecord, error) {
-	out := make(map[objects.Digest]BlobRecord, len(ds))
-	for _, d := range ds {
-		r, ok, err := Blob(tx, d)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errs.New(errs.IntegrityError, "store", "blob %s is not in the index (run `mstore fsck`)", d.Short())
-		}
-		out[d] = r
-	}
-	return out, nil
-}
-
 // releaseEvery is how many records a walk of the index reads between two
 // releases of its pages (releaseIndexPages): about 2 MB of them.
 const releaseEvery = 1 << 14

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -22,11 +23,23 @@ import (
 var bucketRemotes = []byte("remotes")
 
 // MissingBlobs returns those of ds that the index does not record, in order.
+// Digests in key order (a manifest's Blobs, a push's batches) are looked
+// up with one cursor (recordCursor), not a search from the root each: a
+// push of 100,000 small tensors looked up each blob twice so, 0.2 s.
 func MissingBlobs(tx *bolt.Tx, ds []objects.Digest) []objects.Digest {
 	var out []objects.Digest
 	b := tx.Bucket(bucketBlobs)
+	if !slices.IsSortedFunc(ds, objects.CompareDigests) {
+		for _, d := range ds {
+			if b.Get(d[:]) == nil {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	c := recordCursor{c: b.Cursor()}
 	for _, d := range ds {
-		if b.Get(d[:]) == nil {
+		if _, ok := c.at(d); !ok {
 			out = append(out, d)
 		}
 	}
