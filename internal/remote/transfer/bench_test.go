@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/store"
+	"github.com/mstore/mstore/internal/testmodel"
 )
 
 // BenchmarkPullFromServe pulls a version of 64 MiB (16 chunks) from
@@ -35,4 +38,42 @@ func BenchmarkPullFromServe(b *testing.B) {
 		os.RemoveAll(into)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkPullSmallTensors pulls a model of 100,000 tensors of 512 B from
+// another store on this machine (a file remote), as `mstore pull DIR`
+// does, into an empty store: MB/s of tensor data and allocations per
+// tensor. The remote's blobs are a few packs, which a pull reads a run at
+// a time (store.BlobReader.ReadRaw).
+func BenchmarkPullSmallTensors(b *testing.B) {
+	m := testmodel.BenchModels()[1]
+	dir := filepath.Join(b.TempDir(), "model")
+	if err := testmodel.WriteTensors(dir, m.Tensors, m.Shard, 1); err != nil {
+		b.Fatal(err)
+	}
+	src, err := store.Open(filepath.Join(b.TempDir(), "src"), true, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := archiver.Add(context.Background(), src, dir, archiver.Options{Name: "m"}); err != nil {
+		b.Fatal(err)
+	}
+	r := pathremote.New(src)
+	into := b.TempDir()
+	b.SetBytes(m.Bytes())
+	var allocs testmodel.AllocCounter
+	allocs.Start()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		st, err := store.Open(filepath.Join(into, strconv.Itoa(i)), true, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := Pull(context.Background(), st, r, PullOptions{Version: "m"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	allocs.Report(b, len(m.Tensors))
 }
