@@ -329,7 +329,7 @@ func TestGCReportsMissingLiveBlobs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		recs, err := store.Records(tx, m.Blobs())
+		recs, err := store.LookupRecords(tx, m.Blobs())
 		for _, r := range recs {
 			if r.Encoding == store.EncodingRaw {
 				lost = r
