@@ -23,23 +23,31 @@ import (
 var bucketRemotes = []byte("remotes")
 
 // MissingBlobs returns those of ds that the index does not record, in order.
-// Digests in key order (a manifest's Blobs, a push's batches) are looked
-// up with one cursor (recordCursor), not a search from the root each: a
-// push of 100,000 small tensors looked up each blob twice so, 0.2 s.
+// They are looked up in key order, with one cursor (recordCursor), not a
+// search from the root each: a push of 100,000 small tensors looked up
+// each blob so twice, 0.2 s.
 func MissingBlobs(tx *bolt.Tx, ds []objects.Digest) []objects.Digest {
-	var out []objects.Digest
-	b := tx.Bucket(bucketBlobs)
-	if !slices.IsSortedFunc(ds, objects.CompareDigests) {
-		for _, d := range ds {
-			if b.Get(d[:]) == nil {
-				out = append(out, d)
-			}
-		}
-		return out
+	sorted := slices.IsSortedFunc(ds, objects.CompareDigests)
+	var order []int // ds's indexes in key order, when ds is not in it
+	if !sorted {
+		order = objects.DigestOrder(len(ds), func(i int) *objects.Digest { return &ds[i] })
 	}
-	c := recordCursor{c: b.Cursor()}
-	for _, d := range ds {
-		if _, ok := c.at(d); !ok {
+	missing := make([]bool, len(ds))
+	n := 0
+	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
+	for k := range ds {
+		i := k
+		if !sorted {
+			i = order[k]
+		}
+		if _, ok := c.at(ds[i]); !ok {
+			missing[i] = true
+			n++
+		}
+	}
+	out := make([]objects.Digest, 0, n)
+	for i, d := range ds {
+		if missing[i] {
 			out = append(out, d)
 		}
 	}

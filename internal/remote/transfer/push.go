@@ -100,6 +100,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 		}
 	}
 	res.BlobsPresent = len(need) - len(missing)
+	missing = inManifestOrder(m, missing)
 	store.Failpoint(store.FailPushBlobsChecked)
 	sizes := make(map[objects.Digest]int64, len(recs))
 	for dg, rec := range recs {
