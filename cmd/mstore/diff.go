@@ -17,6 +17,21 @@ type diffOutput struct {
 	Details any `json:"details,omitempty"` // the format's own changes, if it has any
 }
 
+// writeJSON writes o's members as encoding/json would (see jsonstream.go),
+// a tensor at a time: a diff of two models of 100,000 tensors lists them
+// all.
+func (o diffOutput) writeJSON(d *jsonDoc) {
+	d.field("from", o.From)
+	d.field("to", o.To)
+	streamArray(d, "tensors", o.Tensors)
+	streamArray(d, "files", o.Files)
+	d.field("count", o.Count)
+	d.field("bytes", o.Bytes)
+	if o.Details != nil {
+		d.field("details", o.Details)
+	}
+}
+
 var diffCommand = &cli.Command{
 	Name:      "diff",
 	Usage:     "compare two versions tensor by tensor, and their other files",
@@ -58,7 +73,7 @@ var diffCommand = &cli.Command{
 			differ = exitStatus(1)
 		}
 		if e.json {
-			if err := e.printJSON(out); err != nil {
+			if err := e.streamJSON(out.writeJSON); err != nil {
 				return err
 			}
 			return differ

@@ -29,6 +29,25 @@ type showOutput struct {
 	Manifest *objects.Manifest `json:"manifest"`
 }
 
+// writeJSON writes o's members as encoding/json would (see jsonstream.go),
+// the manifest a file or tensor at a time.
+func (o showOutput) writeJSON(d *jsonDoc) {
+	d.field("digest", o.Digest)
+	d.field("logical_bytes", o.LogicalBytes)
+	d.field("warnings", o.Warnings)
+	if o.Details != nil {
+		d.field("details", o.Details)
+	}
+	if len(o.SHA256) > 0 {
+		d.field("sha256", o.SHA256)
+	}
+	if o.Manifest == nil {
+		d.field("manifest", nil)
+		return
+	}
+	d.stream("manifest", o.Manifest.WriteJSON)
+}
+
 var showCommand = &cli.Command{
 	Name:      "show",
 	Usage:     "show a version's files and tensors",
@@ -80,7 +99,7 @@ var showCommand = &cli.Command{
 			out.Details = details.Data
 		}
 		if e.json {
-			return e.printJSON(out)
+			return e.streamJSON(out.writeJSON)
 		}
 		if e.quiet {
 			e.result("%s\n", d) // what a script resolves a name for

@@ -73,6 +73,10 @@ func TestManifestEncodingIsEncodingJSON(t *testing.T) {
 			if got := appendManifest(nil, m); !bytes.Equal(got, want) {
 				t.Fatalf("encoding differs from encoding/json:\n got %s\nwant %s", got, want)
 			}
+			var streamed bytes.Buffer
+			if err := m.WriteJSON(&streamed); err != nil || !bytes.Equal(streamed.Bytes(), want) {
+				t.Fatalf("WriteJSON differs from encoding/json (%v):\n got %s\nwant %s", err, streamed.Bytes(), want)
+			}
 			back, ok := decodeCanonical(want)
 			if !ok || !sameEncoding(back, want) {
 				t.Fatalf("the canonical decoder does not take its own encoding (ok %v)", ok)

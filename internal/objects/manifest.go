@@ -3,6 +3,7 @@ package objects
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"path"
 	"slices"
 	"sort"
@@ -97,6 +98,19 @@ func (m *Manifest) Encode() ([]byte, error) {
 		return nil, err
 	}
 	return appendManifest(make([]byte, 0, encodedLen(m)), m), nil
+}
+
+// WriteJSON writes m as encoding/json would (what Encode returns, for a
+// valid manifest; m is not validated) to w, a file or tensor at a time:
+// `show --json` of a model of 100,000 tensors printed its 28 MB manifest
+// through encoding/json, 1.2 s and 209 MB.
+func (m *Manifest) WriteJSON(w io.Writer) error {
+	var err error
+	encodeManifest(m, func(p []byte) bool {
+		_, err = w.Write(p)
+		return err == nil
+	})
+	return err
 }
 
 // DecodeManifest parses manifest bytes and checks them with Validate.
