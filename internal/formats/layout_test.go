@@ -26,3 +26,21 @@ func TestCRC32Combine(t *testing.T) {
 		}
 	}
 }
+
+// Long members: the powers of x up to the table's last (2^31 of them,
+// for B of 2^29 bytes or more), against the CRC of A and B's zero bytes
+// computed through.
+func TestCRC32CombineLong(t *testing.T) {
+	a := []byte("prefix of the member")
+	zeros := make([]byte, 1<<20)
+	for _, n := range []int64{100<<20 + 3, 1<<29 + 5} {
+		want, crcB := crc32.ChecksumIEEE(a), uint32(0)
+		for left := n; left > 0; left -= int64(len(zeros)) {
+			part := zeros[:min(left, int64(len(zeros)))]
+			want, crcB = crc32.Update(want, crc32.IEEETable, part), crc32.Update(crcB, crc32.IEEETable, part)
+		}
+		if got := CRC32Combine(crc32.ChecksumIEEE(a), crcB, n); got != want {
+			t.Errorf("combine with %d zero bytes = %#x, want %#x", n, got, want)
+		}
+	}
+}
