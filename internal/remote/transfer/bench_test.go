@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/mstore/mstore/internal/archiver"
+	"github.com/mstore/mstore/internal/remote"
 	"github.com/mstore/mstore/internal/remote/pathremote"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
@@ -21,10 +23,16 @@ func BenchmarkPullFromServe(b *testing.B) {
 	const size = 64 << 20
 	backend, _ := served(b, size)
 	r := serveHTTP(b, backend)
-	dir := b.TempDir()
 	b.SetBytes(size)
+	pullEach(b, r)
+}
+
+// pullEach pulls version m of r into a new store each time round the
+// benchmark's loop, the store made and removed untimed.
+func pullEach(b *testing.B, r remote.Remote) {
+	dir := b.TempDir()
 	for i := 0; b.Loop(); i++ {
-		b.StopTimer() // a new store each time, made and removed untimed
+		b.StopTimer()
 		into := filepath.Join(dir, strconv.Itoa(i))
 		st, err := store.Open(into, true, store.Options{})
 		if err != nil {
@@ -46,7 +54,8 @@ func BenchmarkPullFromServe(b *testing.B) {
 // tensor. The remote's blobs are a few packs, which a pull reads a run at
 // a time (store.BlobReader.ReadRaw).
 func BenchmarkPullSmallTensors(b *testing.B) {
-	m := testmodel.BenchModels()[1]
+	i := slices.IndexFunc(testmodel.BenchModels(), func(m testmodel.BenchModel) bool { return m.Name == "small-100k" })
+	m := testmodel.BenchModels()[i]
 	dir := filepath.Join(b.TempDir(), "model")
 	if err := testmodel.WriteTensors(dir, m.Tensors, m.Shard, 1); err != nil {
 		b.Fatal(err)
@@ -58,22 +67,10 @@ func BenchmarkPullSmallTensors(b *testing.B) {
 	if _, err := archiver.Add(context.Background(), src, dir, archiver.Options{Name: "m"}); err != nil {
 		b.Fatal(err)
 	}
-	r := pathremote.New(src)
-	into := b.TempDir()
 	b.SetBytes(m.Bytes())
 	var allocs testmodel.AllocCounter
 	allocs.Start()
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		st, err := store.Open(filepath.Join(into, strconv.Itoa(i)), true, store.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if _, err := Pull(context.Background(), st, r, PullOptions{Version: "m"}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	pullEach(b, pathremote.New(src))
 	b.StopTimer()
 	allocs.Report(b, len(m.Tensors))
 }
