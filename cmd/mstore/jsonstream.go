@@ -83,6 +83,11 @@ func (ix *indenter) Write(p []byte) (int, error) {
 			ix.w.WriteByte(c)
 		}
 	}
+	// A failed write (a closed pipe) is kept by w: an empty write reports
+	// it, so that the document stops being made.
+	if _, err := ix.w.Write(nil); err != nil {
+		return 0, err
+	}
 	return len(p), nil
 }
 
@@ -106,10 +111,9 @@ type jsonDoc struct {
 func (e *env) streamJSON(members func(d *jsonDoc)) error {
 	bw := bufio.NewWriterSize(e.stdout, 64<<10)
 	d := &jsonDoc{ix: &indenter{w: bw}}
-	d.ix.Write([]byte("{"))
+	d.write([]byte("{"))
 	members(d)
-	d.ix.Write([]byte("}"))
-	bw.WriteByte('\n') // as json.Encoder ends a document
+	d.write([]byte("}\n")) // as json.Encoder ends a document
 	if err := bw.Flush(); d.err == nil {
 		d.err = err
 	}
@@ -125,23 +129,33 @@ func (d *jsonDoc) field(name string, v any) {
 // stream writes the member name, whose value write writes, compact.
 func (d *jsonDoc) stream(name string, write func(io.Writer) error) {
 	d.key(name)
-	if err := write(d.ix); err != nil && d.err == nil {
-		d.err = err
+	if d.err == nil {
+		d.err = write(d.ix)
 	}
 }
 
 func (d *jsonDoc) key(name string) {
 	if d.members > 0 {
-		d.ix.Write([]byte(","))
+		d.write([]byte(","))
 	}
 	d.members++
 	d.value(name)
-	d.ix.Write([]byte(":"))
+	d.write([]byte(":"))
+}
+
+// write passes b to the indenter, unless a write failed before.
+func (d *jsonDoc) write(b []byte) {
+	if d.err == nil {
+		_, d.err = d.ix.Write(b)
+	}
 }
 
 // value writes v's compact encoding: what encoding/json writes for it
 // with SetEscapeHTML(false), as printJSON's encoder does.
 func (d *jsonDoc) value(v any) {
+	if d.err != nil {
+		return
+	}
 	d.buf.Reset()
 	enc := json.NewEncoder(&d.buf)
 	enc.SetEscapeHTML(false)
@@ -151,7 +165,7 @@ func (d *jsonDoc) value(v any) {
 		}
 		return
 	}
-	d.ix.Write(bytes.TrimSuffix(d.buf.Bytes(), []byte("\n")))
+	d.write(bytes.TrimSuffix(d.buf.Bytes(), []byte("\n")))
 }
 
 // streamArray writes the member name: s, an element at a time; a nil s is
@@ -162,12 +176,12 @@ func streamArray[T any](d *jsonDoc, name string, s []T) {
 		return
 	}
 	d.key(name)
-	d.ix.Write([]byte("["))
-	for i := range s {
+	d.write([]byte("["))
+	for i := 0; i < len(s) && d.err == nil; i++ {
 		if i > 0 {
-			d.ix.Write([]byte(","))
+			d.write([]byte(","))
 		}
 		d.value(&s[i])
 	}
-	d.ix.Write([]byte("]"))
+	d.write([]byte("]"))
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/mstore/mstore/internal/objects"
@@ -111,5 +113,17 @@ func TestStreamedDocumentsArePrintJSON(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Errorf("%s: streamed\n%s\nprintJSON\n%s", name, got.Bytes(), want.Bytes())
 		}
+	}
+}
+
+// A document whose output fails part way is an error, not a success.
+func TestStreamedDocumentStopsOnAFailedWrite(t *testing.T) {
+	m := testManifest(3)
+	for len(m.Tensors) < 5000 { // past the 64 KiB buffer
+		m.Tensors = append(m.Tensors, m.Tensors[len(m.Tensors)-2])
+	}
+	err := (&env{stdout: &failingWriter{n: 1000, err: errors.New("broken pipe")}}).streamJSON(showOutput{Warnings: []string{}, Manifest: m}.writeJSON)
+	if err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("streamJSON into a failing writer = %v, want its error", err)
 	}
 }
