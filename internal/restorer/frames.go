@@ -44,7 +44,7 @@ func storedFrames(st *store.Store, m *objects.Manifest) func(path string, limit 
 				frame := pieces[next : next+len(e.Data.Chunks)]
 				next += len(frame)
 				for _, pc := range frame {
-					b, err := blobs.read(pc, nil)
+					b, err := blobs.readOne(pc, nil)
 					if err != nil {
 						return nil, err
 					}

@@ -48,7 +48,7 @@ func HashFiles(ctx context.Context, st *store.Store, m *objects.Manifest, newHas
 				}
 				continue
 			}
-			if buf, err = blobs.read(pc, buf[:0]); err != nil {
+			if buf, err = blobs.readOne(pc, buf[:0]); err != nil {
 				return nil, err
 			}
 			h.Write(buf)

@@ -53,14 +53,18 @@ type stallingSource struct {
 
 var errBadBlob = errs.New(errs.IntegrityError, "test", "blob hashes wrong")
 
-func (s *stallingSource) read(pc piece, buf []byte) ([]byte, error) {
+func (s *stallingSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	if s.reads.Add(1) == 1 {
 		return nil, errBadBlob
 	}
 	time.Sleep(50 * time.Millisecond)
-	return make([]byte, pc.size), nil
+	var out [][]byte
+	for _, pc := range pcs {
+		out = append(out, make([]byte, pc.size))
+	}
+	return out, nil
 }
 
 func (s *stallingSource) derive(pc piece) ([]byte, error) { return nil, errors.New("not used") }
@@ -73,8 +77,9 @@ func TestNoFetchOutlivesWriteAll(t *testing.T) {
 	for f := range 3 {
 		pf := planFile{path: fmt.Sprintf("f%d", f)}
 		for i := range 16 {
-			pf.pieces = append(pf.pieces, piece{blob: objects.Sum([]byte{byte(f), byte(i)}), size: 64})
-			pf.size += 64
+			// Each large enough to be read alone (batchPiece).
+			pf.pieces = append(pf.pieces, piece{blob: objects.Sum([]byte{byte(f), byte(i)}), size: batchPiece})
+			pf.size += batchPiece
 		}
 		files = append(files, pf)
 	}

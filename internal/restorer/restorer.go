@@ -232,7 +232,7 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 		case pc.zeros:
 			out = append(out, make([]byte, pc.size)...)
 		default:
-			b, err := blobs.read(pc, nil)
+			b, err := blobs.readOne(pc, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -302,8 +302,47 @@ func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
 	return rec, nil
 }
 
-// read returns the verified bytes of a blob piece.
-func (b *blobSource) read(pc piece, buf []byte) ([]byte, error) {
+// read returns the verified bytes of the blob pieces among pcs, in order.
+// One piece is read into buf (when large enough); raw blobs lying end to
+// end in a pack are read with one read and hashed eight at a time
+// (store.BlobReader.ReadRaw); a batch with a coded blob is read a blob at
+// a time.
+func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
+	var recs []store.BlobRecord
+	coded := 0
+	for i := range pcs {
+		if !pcs[i].isBlob() {
+			continue
+		}
+		rec, err := b.record(pcs[i])
+		if err != nil {
+			return nil, err
+		}
+		if rec.Coded() {
+			coded++
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 1 {
+		data, err := b.Read(recs[0], buf)
+		return [][]byte{data}, err
+	}
+	if coded == 0 {
+		return b.ReadRaw(recs, true)
+	}
+	out := make([][]byte, len(recs))
+	for i, rec := range recs {
+		var err error
+		if out[i], err = b.Read(rec, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readOne returns the verified bytes of one blob piece, in buf when it is
+// large enough.
+func (b *blobSource) readOne(pc piece, buf []byte) ([]byte, error) {
 	rec, err := b.record(pc)
 	if err != nil {
 		return nil, err
@@ -317,7 +356,7 @@ func (b *blobSource) derive(pc piece) ([]byte, error) {
 	src := pc.derived.source
 	buf := make([]byte, 0, src.Size)
 	for _, c := range pc.derived.chunks {
-		data, err := b.read(c, nil)
+		data, err := b.readOne(c, nil)
 		if err != nil {
 			return nil, err
 		}
