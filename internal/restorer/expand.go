@@ -1,6 +1,8 @@
 package restorer
 
 import (
+	"slices"
+
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
 )
@@ -13,6 +15,9 @@ func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[str
 	c, _ := codecByName(m.Format)
 	expand, _ := c.(formats.Expander)
 	if expand == nil {
+		if len(opts.Tensors) == 0 {
+			return slices.Clip(m.Tensors), nil, nil // not a copy: 14 MB for 100,000 tensors
+		}
 		for _, t := range m.Tensors {
 			if len(opts.Tensors) == 0 || MatchAny(opts.Tensors, t.Name) {
 				selected = append(selected, t)

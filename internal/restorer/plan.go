@@ -84,6 +84,22 @@ type plan struct {
 	leftOut []string
 }
 
+// written drops what only writing the files needed (their pieces, the
+// planned frames' bytes), before the written files are parsed back
+// (verifyRelayout): for a re-layout of 100,000 small tensors to npz, 60
+// MB of a peak of 180 MB live.
+func (p *plan) written() {
+	p.files = nil
+	if p.layout == nil {
+		return
+	}
+	for _, f := range p.layout.Files {
+		for i := range f.Extents {
+			f.Extents[i].Bytes, f.Extents[i].CRC32s = nil, nil
+		}
+	}
+}
+
 // encoded reports whether a file is written through an encoder.
 func (p *plan) encoded() bool {
 	for _, f := range p.files {
@@ -125,7 +141,7 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 	if err := ValidPatterns(opts.Tensors); err != nil {
 		return nil, err
 	}
-	p := &plan{format: target, relayout: target != m.Format || wo.Relayout()}
+	p := &plan{format: target, relayout: relayout(m, opts)}
 	if !p.relayout {
 		p.tensors = m.Tensors
 		for _, f := range m.Files {
@@ -172,6 +188,12 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 		}
 	}
 	return p, nil
+}
+
+// relayout reports whether a checkout of m with opts writes a layout of its
+// own, not the files as added.
+func relayout(m *objects.Manifest, opts Options) bool {
+	return opts.Format != "" && opts.Format != m.Format || opts.WriteOptions.Relayout()
 }
 
 // adopt turns a planner's layout into the files to write, and records the
