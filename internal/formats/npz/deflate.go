@@ -66,6 +66,9 @@ func trailer(n int) []byte {
 // member and a reader of the rest of its data (after head).
 func scan(r io.Reader, size int64, p string, emit func(m *member, rest io.Reader) error) ([]*member, error) {
 	var out []*member
+	// One buffer for every member (Reset): a new one each was 4 KiB of
+	// garbage per array, 400 MB for an .npz of 100,000.
+	br := bufio.NewReader(nil)
 	_, err := zipfile.Scan(r, size, p, pkg, zipLimits, func(zm *zipfile.Member, data io.Reader) error {
 		m := &member{z: zm}
 		switch {
@@ -93,7 +96,7 @@ func scan(r io.Reader, size int64, p string, emit func(m *member, rest io.Reader
 			limit = 1 << 62
 		}
 		cr := &countReader{r: io.TeeReader(io.LimitReader(src, limit), h)}
-		br := bufio.NewReader(cr)
+		br.Reset(cr)
 		need := func(n int64) ([]byte, error) {
 			if !unknown && n > zm.USize {
 				return nil, errs.At(errs.InvalidArchive, pkg, p, zm.Data, "member %q: the .npy header runs past the member's %d bytes", zm.Name, zm.USize)
