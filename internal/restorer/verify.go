@@ -125,8 +125,23 @@ func hashFileTensors(ctx context.Context, dir *modeldir.Dir, f formats.File, wan
 		g.Go(func() error {
 			buf := make([]byte, hashBlock)
 			var at, n int64 // buf holds the file's bytes [at, at+n)
+			// The tensors of a block are hashed together, eight at a time
+			// (objects.FirstMismatch).
+			var msgs [][]byte
+			var digests []objects.Digest
+			var of []formats.Extent
+			checkBlock := func() error {
+				if i, got := objects.FirstMismatch(msgs, digests); i >= 0 {
+					return check(of[i], got)
+				}
+				msgs, digests, of = msgs[:0], digests[:0], of[:0]
+				return nil
+			}
 			for _, e := range small {
 				if e.Offset < at || e.Offset+e.Size > at+n {
+					if err := checkBlock(); err != nil {
+						return err
+					}
 					if err := ctx.Err(); err != nil {
 						return err
 					}
@@ -135,11 +150,11 @@ func hashFileTensors(ctx context.Context, dir *modeldir.Dir, f formats.File, wan
 						return fmt.Errorf("checkout: read back %s: %w", f.Path, err)
 					}
 				}
-				if err := check(e, objects.Sum(buf[e.Offset-at:e.Offset-at+e.Size])); err != nil {
-					return err
-				}
+				msgs = append(msgs, buf[e.Offset-at:e.Offset-at+e.Size])
+				digests = append(digests, want[e.Tensor].Digest)
+				of = append(of, e)
 			}
-			return nil
+			return checkBlock()
 		})
 	}
 	return g.Wait()
