@@ -86,17 +86,20 @@ func Used(o formats.WriteOptions, tr []formats.Transform) []formats.Option {
 
 func castTransform(name, fromName, toName string, clamp bool) formats.Transform {
 	from, to := floatFormats[fromName], floatFormats[toName]
+	fast := fastCast(fromName, toName, clamp)
 	return func(src []byte) ([]byte, error) {
 		n := len(src) / from.bytes
 		out := make([]byte, n*to.bytes)
+		if fast != nil && fast(out, src[:n*from.bytes]) {
+			return out, nil
+		}
+		// Value by value, through float64: the reference the fast casts
+		// are tested against, and what reports an overflow.
 		var over int
 		var worst float64
 		for i := range n {
 			x := decodeFloat(src[i*from.bytes:], from)
-			if clamp && !math.IsInf(x, 0) && math.Abs(x) > to.max {
-				x = math.Copysign(to.max, x)
-			}
-			bits, overflow := encodeFloat(x, to)
+			bits, overflow := castValue(x, to, clamp)
 			if overflow {
 				over++
 				worst = max(worst, math.Abs(x))
@@ -110,6 +113,15 @@ func castTransform(name, fromName, toName string, clamp bool) formats.Transform 
 		}
 		return out, nil
 	}
+}
+
+// castValue is x in format to: clamped to its largest finite value with
+// clamp, and whether it overflowed (became infinite) otherwise.
+func castValue(x float64, to floatFormat, clamp bool) (bits uint64, overflow bool) {
+	if clamp && !math.IsInf(x, 0) && math.Abs(x) > to.max {
+		x = math.Copysign(to.max, x)
+	}
+	return encodeFloat(x, to)
 }
 
 func decodeFloat(b []byte, f floatFormat) float64 {
