@@ -67,8 +67,6 @@ func (s *stallingSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	return out, nil
 }
 
-func (s *stallingSource) derive(pc piece) ([]byte, error) { return nil, errors.New("not used") }
-
 // TestNoFetchOutlivesWriteAll: after a blob read fails, writeAll returns
 // only once every fetch it started has ended (a fetch running on would
 // read the store after the checkout has let go of its lock).

@@ -42,6 +42,27 @@ type derived struct {
 	chunks    []piece // source's, pointed at their records by openBlobs
 }
 
+// apply applies d's transform to src, its source tensor's bytes, read
+// chunk by chunk and each chunk verified, and records the digest of the
+// size bytes it makes. A source of one chunk is the chunk's bytes, whose
+// digest is the tensor's: it was verified when read.
+func (d *derived) apply(src []byte, size int64) ([]byte, error) {
+	if len(d.chunks) != 1 || d.chunks[0].blob != d.source.Digest {
+		if err := objects.Verify(src, d.source.Digest, "tensor "+d.source.Name); err != nil {
+			return nil, err
+		}
+	}
+	out, err := d.transform(src)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) != size {
+		return nil, fmt.Errorf("checkout: transform of %q made %d bytes, the plan says %d", d.source.Name, len(out), size)
+	}
+	*d.digest = objects.Sum(out)
+	return out, nil
+}
+
 // The planning types are the codecs' (formats/checkout.go): each format
 // plans its own writes (formats.Planner) and the restorer writes and
 // verifies what they plan.

@@ -1,6 +1,7 @@
 package restorer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -310,32 +311,81 @@ func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
 	return rec, nil
 }
 
-// read returns the verified bytes of the blob pieces among pcs, in order.
-// One piece is read into buf (when large enough); raw blobs lying end to
-// end in a pack are read with one read and hashed eight at a time
-// (store.BlobReader.ReadRaw); a batch with a coded blob is read a blob at
-// a time.
+// read returns the verified bytes of the pieces among pcs that are read
+// from the store (isRead), in order: a blob's, or what a derived piece
+// makes of its source tensor. The blobs are read together (readBlobs).
 func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	var recs []store.BlobRecord
-	coded := 0
+	reads := 0
 	for i := range pcs {
-		if !pcs[i].isBlob() {
+		pc := &pcs[i]
+		if !pc.isRead() {
 			continue
 		}
-		rec, err := b.record(pcs[i])
-		if err != nil {
-			return nil, err
+		reads++
+		chunks := []piece{*pc}
+		if pc.derived != nil {
+			chunks = pc.derived.chunks
 		}
-		if rec.Coded() {
-			coded++
+		for _, c := range chunks {
+			rec, err := b.record(c)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
 	}
+	if reads == 1 && len(recs) > 1 { // one derived piece of several chunks
+		for i := range pcs {
+			if pcs[i].isRead() {
+				made, err := b.deriveAlone(pcs[i], recs)
+				return [][]byte{made}, err
+			}
+		}
+	}
+	data, err := b.readBlobs(recs, buf)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, reads)
+	k := 0 // data[k] is the next piece's or chunk's
+	for i := range pcs {
+		pc := &pcs[i]
+		switch {
+		case pc.derived != nil:
+			n := len(pc.derived.chunks)
+			src := data[k]
+			if n != 1 {
+				src = bytes.Join(data[k:k+n], nil)
+			}
+			made, err := pc.derived.apply(src, pc.size)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, made)
+			k += n
+		case pc.isRead():
+			out = append(out, data[k])
+			k++
+		}
+	}
+	return out, nil
+}
+
+// readBlobs returns the verified bytes of the blobs recs. One blob is read
+// into buf (when large enough); raw blobs lying end to end in a pack are
+// read with one read and hashed eight at a time (store.BlobReader.ReadRaw);
+// a batch with a coded blob is read a blob at a time.
+func (b *blobSource) readBlobs(recs []store.BlobRecord, buf []byte) ([][]byte, error) {
 	if len(recs) == 1 {
 		data, err := b.Read(recs[0], buf)
 		return [][]byte{data}, err
 	}
-	if coded == 0 {
+	coded := false
+	for _, rec := range recs {
+		coded = coded || rec.Coded()
+	}
+	if !coded {
 		return b.ReadRaw(recs, true)
 	}
 	out := make([][]byte, len(recs))
@@ -348,6 +398,28 @@ func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	return out, nil
 }
 
+// deriveAlone makes a derived piece whose source is several chunks (recs,
+// in order): each is read into its place in one buffer of the source's
+// size, not read and then copied there.
+func (b *blobSource) deriveAlone(pc piece, recs []store.BlobRecord) ([]byte, error) {
+	src := pc.derived.source
+	whole := make([]byte, src.Size)
+	for i, rec := range recs {
+		off, n := objects.ChunkBounds(src.Size, i)
+		if rec.Size != n {
+			return nil, errs.New(errs.IntegrityError, "checkout", "tensor %q: chunk %d is recorded as %d bytes, its place holds %d", src.Name, i, rec.Size, n)
+		}
+		got, err := b.Read(rec, whole[off:off:off+n])
+		if err != nil {
+			return nil, err
+		}
+		if len(got) > 0 && &got[0] != &whole[off] {
+			copy(whole[off:], got)
+		}
+	}
+	return pc.derived.apply(whole, pc.size)
+}
+
 // readOne returns the verified bytes of one blob piece, in buf when it is
 // large enough.
 func (b *blobSource) readOne(pc piece, buf []byte) ([]byte, error) {
@@ -356,30 +428,4 @@ func (b *blobSource) readOne(pc piece, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	return b.Read(rec, buf)
-}
-
-// derive reads a derived piece's source tensor whole, verifies it, applies
-// the transform and records the digest of what it made.
-func (b *blobSource) derive(pc piece) ([]byte, error) {
-	src := pc.derived.source
-	buf := make([]byte, 0, src.Size)
-	for _, c := range pc.derived.chunks {
-		data, err := b.readOne(c, nil)
-		if err != nil {
-			return nil, err
-		}
-		buf = append(buf, data...)
-	}
-	if err := objects.Verify(buf, src.Digest, "tensor "+src.Name); err != nil {
-		return nil, err
-	}
-	out, err := pc.derived.transform(buf)
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(out)) != pc.size {
-		return nil, fmt.Errorf("checkout: transform of %q made %d bytes, the plan says %d", src.Name, len(out), pc.size)
-	}
-	*pc.derived.digest = objects.Sum(out)
-	return out, nil
 }

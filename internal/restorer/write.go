@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/progress"
@@ -29,63 +31,84 @@ type fetched struct {
 	err  error
 }
 
-// pieceSource gives the verified bytes of a plan's blob and derived pieces
-// (blobSource; tests give writeFile one that fails or stalls). read gives
-// those of the blob pieces among pcs, in order, read together; buf, when
-// large enough, holds them.
+// pieceSource gives the verified bytes of a plan's pieces that are read
+// from the store (blobSource; tests give writeFile one that fails or
+// stalls): read gives those among pcs (isRead), in order, read together;
+// buf, when large enough, holds one of them.
 type pieceSource interface {
 	read(pcs []piece, buf []byte) ([][]byte, error)
-	derive(pc piece) ([]byte, error)
 }
 
-// isBlob reports whether pc is a stored blob's bytes, read from the store.
-func (pc *piece) isBlob() bool {
-	return pc.literal == nil && !pc.zeros && pc.derived == nil
+// isRead reports whether pc's bytes come from the store: a blob's, or a
+// tensor's made from a stored one (derived).
+func (pc *piece) isRead() bool {
+	return pc.literal == nil && !pc.zeros
 }
 
-// A fetch is one read of the store for writeFile: a blob piece of its own,
-// or a batch of small ones read and verified together. A model of 100,000
-// small tensors was 100,000 reads, each on a goroutine of its own (whose
-// stack grew in the hashing) with a Verify each: 0.9 of the 3.3 s of a
-// checkout to npz.
+// readSize is how many bytes reading pc reads from the store.
+func (pc *piece) readSize() int64 {
+	if pc.derived != nil {
+		return pc.derived.source.Size
+	}
+	return pc.size
+}
+
+// A fetch is one read of the store for writeFile, on a goroutine of its
+// own: a piece alone, or a batch of small ones read and verified together.
+// A model of 100,000 small tensors was 100,000 reads, each on a goroutine
+// of its own (whose stack grew in the hashing) with a Verify each: 0.9 of
+// the 3.3 s of a checkout to npz. Derived pieces (a --dtype cast) are made
+// in their fetch too, on every core, not by the writer one at a time.
 type fetch struct {
-	pieces []piece // a run of the file's pieces, from its first blob to its last
-	blobs  int     // how many of them are blobs
+	pieces []piece // a run of the file's pieces, from its first read one to its last
+	reads  int     // how many of them are read (isRead)
+	bytes  int64   // what holding them costs: read, and made when derived
 	result chan fetched
 }
 
 const (
-	batchPiece = 64 << 10 // blob pieces smaller than this are read in batches
-	batchBytes = 1 << 20  // the most bytes a batch holds
-	batchCount = 4096     // and the most blobs
+	batchPiece = 64 << 10 // pieces that read less than this are read in batches
+	batchBytes = 1 << 20  // the most bytes a batch reads
+	batchCount = 4096     // and the most pieces it reads
 )
 
-// fetchesOf cuts the blob pieces of pieces, in order, into fetches.
+// fetchBytes bounds the bytes of the fetches running ahead of a writer,
+// beside their number (a derived piece holds its source tensor and what it
+// makes of it); one larger fetch runs alone. (A variable for tests.)
+var fetchBytes int64 = 256 << 20
+
+// fetchesOf cuts the pieces of pieces that are read from the store, in
+// order, into fetches.
 func fetchesOf(pieces []piece) []fetch {
 	var out []fetch
 	var first int     // where the open batch starts in pieces
-	var batched int64 // its bytes
+	var batched int64 // the bytes it reads
 	open := false
 	for i := range pieces {
 		pc := &pieces[i]
-		if !pc.isBlob() {
+		if !pc.isRead() {
 			continue
 		}
-		if pc.size >= batchPiece {
-			out = append(out, fetch{pieces: pieces[i : i+1], blobs: 1})
+		cost := pc.readSize()
+		if pc.derived != nil {
+			cost += pc.size
+		}
+		if pc.readSize() >= batchPiece {
+			out = append(out, fetch{pieces: pieces[i : i+1], reads: 1, bytes: cost})
 			open = false
 			continue
 		}
 		if open {
-			if last := &out[len(out)-1]; batched+pc.size <= batchBytes && last.blobs < batchCount {
+			if last := &out[len(out)-1]; batched+pc.readSize() <= batchBytes && last.reads < batchCount {
 				last.pieces = pieces[first : i+1]
-				last.blobs++
-				batched += pc.size
+				last.reads++
+				last.bytes += cost
+				batched += pc.readSize()
 				continue
 			}
 		}
-		out = append(out, fetch{pieces: pieces[i : i+1], blobs: 1})
-		first, batched, open = i, pc.size, true
+		out = append(out, fetch{pieces: pieces[i : i+1], reads: 1, bytes: cost})
+		first, batched, open = i, pc.readSize(), true
 	}
 	for i := range out {
 		out[i].result = make(chan fetched, 1) // buffered: a fetch never blocks after a cancel
@@ -140,6 +163,8 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 		}
 	}()
 	sem := make(chan struct{}, window)
+	held := semaphore.NewWeighted(fetchBytes)
+	weight := func(ft fetch) int64 { return min(ft.bytes, fetchBytes) }
 	running.Go(func() {
 		for _, ft := range fetches {
 			select {
@@ -147,19 +172,19 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 			case <-ctx.Done():
 				return
 			}
-			if ctx.Err() != nil {
+			if held.Acquire(ctx, weight(ft)) != nil {
 				return
 			}
 			running.Go(func() {
 				var bp *[]byte
 				var buf []byte
-				if ft.blobs == 1 {
+				if ft.reads == 1 {
 					bp = bufPool.Get().(*[]byte)
 					buf = *bp
 				}
 				data, err := blobs.read(ft.pieces, buf)
-				if err == nil && len(data) != ft.blobs {
-					err = fmt.Errorf("checkout: %s: a read of %d blobs gave %d", f.path, ft.blobs, len(data))
+				if err == nil && len(data) != ft.reads {
+					err = fmt.Errorf("checkout: %s: a read of %d pieces gave %d", f.path, ft.reads, len(data))
 				}
 				ft.result <- fetched{buf: bp, data: data, err: err}
 			})
@@ -167,7 +192,13 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 	})
 	next, used := 0, 0 // the next fetch to wait for; cur.data[:used] are written
 
-	hs := objects.NewHasher()
+	// The whole file is hashed only when its digest is known in advance (a
+	// file as added, a tree's file, a planned extra file); a re-layout's
+	// files are parsed back and their tensors hashed (verifyRelayout).
+	var hs *objects.Hasher
+	if f.want != nil {
+		hs = objects.NewHasher()
+	}
 	buffered := bufio.NewWriterSize(&writebackWriter{f: out}, 1<<20)
 	var w io.Writer = buffered
 	var enc io.WriteCloser
@@ -187,7 +218,9 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 		if crcs != nil && current > 0 {
 			crcs[current-1] = crc32.Update(crcs[current-1], crc32.IEEETable, b)
 		}
-		hs.Write(b)
+		if hs != nil {
+			hs.Write(b)
+		}
 		if _, err := w.Write(b); err != nil {
 			return fmt.Errorf("checkout: write %s: %w", f.path, err)
 		}
@@ -210,11 +243,6 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 			err = write(b)
 		case pc.literal != nil:
 			err = write(pc.literal)
-		case pc.derived != nil:
-			var b []byte
-			if b, err = blobs.derive(pc); err == nil {
-				err = write(b)
-			}
 		case pc.zeros:
 			for left := pc.size; left > 0 && err == nil; left -= min(left, int64(len(zeroBuf))) {
 				err = write(zeroBuf[:min(left, int64(len(zeroBuf)))])
@@ -230,6 +258,7 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 				case <-ctx.Done():
 					return ctx.Err()
 				}
+				held.Release(weight(fetches[next]))
 				next++
 				<-sem
 				if cur.err != nil {
@@ -251,7 +280,10 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 	if err := buffered.Flush(); err != nil {
 		return fmt.Errorf("checkout: write %s: %w", f.path, err)
 	}
-	if got := hs.Digest(); f.want != nil && got != *f.want {
+	if hs == nil {
+		return nil
+	}
+	if got := hs.Digest(); got != *f.want {
 		return errs.New(errs.IntegrityError, "checkout", "%s: written file hashes to %s, the manifest says %s", f.path, got.Short(), f.want.Short())
 	}
 	return nil

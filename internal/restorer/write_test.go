@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
@@ -23,6 +26,9 @@ var manySmall = testmodel.Spec{Layers: 40, Hidden: 16, Vocab: 2048, DType: "F32"
 
 func TestFetchesOf(t *testing.T) {
 	blob := func(size int64) piece { return piece{blob: objects.Sum([]byte{byte(size)}), size: size} }
+	cast := func(from, to int64) piece {
+		return piece{derived: &derived{source: objects.Tensor{Size: from}}, size: to}
+	}
 	frame := piece{literal: []byte("frame"), size: 5}
 	zeros := piece{zeros: true, size: 3}
 	small, large := blob(100), blob(batchPiece)
@@ -43,6 +49,8 @@ func TestFetchesOf(t *testing.T) {
 		{"small blobs with frames between, one batch", []piece{frame, small, frame, small, zeros, small, frame}, [][2]int{{1, 6}}},
 		{"a large blob alone, closing the batch", []piece{small, large, small, small}, [][2]int{{0, 1}, {1, 2}, {2, 4}}},
 		{"a batch of batchBytes at most", heavy, [][2]int{{0, 16}, {16, 17}}},
+		{"small derived pieces batched with blobs", []piece{small, cast(100, 50), frame, small}, [][2]int{{0, 4}}},
+		{"a derived piece of a large source alone", []piece{small, cast(batchPiece, 10), small}, [][2]int{{0, 1}, {1, 2}, {2, 3}}},
 		{"a batch of batchCount blobs at most", full, [][2]int{{0, batchCount}, {batchCount, batchCount + 1}}},
 	}
 	for _, tc := range tests {
@@ -59,14 +67,18 @@ func TestFetchesOf(t *testing.T) {
 					}
 				}
 				span := [2]int{start, start + len(ft.pieces)}
-				blobs := 0
+				reads, bytes := 0, int64(0)
 				for _, pc := range ft.pieces {
-					if pc.isBlob() {
-						blobs++
+					if pc.isRead() {
+						reads++
+						bytes += pc.readSize()
+						if pc.derived != nil {
+							bytes += pc.size
+						}
 					}
 				}
-				if span != tc.want[i] || ft.blobs != blobs || ft.result == nil {
-					t.Fatalf("fetch %d: pieces %v with %d blobs (counted %d), want %v", i, span, blobs, ft.blobs, tc.want[i])
+				if span != tc.want[i] || ft.reads != reads || ft.bytes != bytes || ft.result == nil {
+					t.Fatalf("fetch %d: pieces %v reading %d (counted %d) holding %d (counted %d), want %v", i, span, reads, ft.reads, bytes, ft.bytes, tc.want[i])
 				}
 			}
 		})
@@ -104,7 +116,7 @@ func TestWriteFileReadsSmallBlobsInBatches(t *testing.T) {
 	want := 0
 	for _, f := range p.files {
 		for _, pc := range f.pieces {
-			if pc.isBlob() {
+			if pc.isRead() {
 				want++
 			}
 		}
@@ -127,45 +139,71 @@ func TestWriteFileReadsSmallBlobsInBatches(t *testing.T) {
 	}
 }
 
-// A flipped bit in a small blob read in a batch fails a re-layout with
-// integrity_error, and leaves nothing at the destination.
-func TestBatchedReadRefusesDamagedBlob(t *testing.T) {
-	st, _, d := added(t, manySmall)
-	m := manifestOf(t, st, d)
-	tensors := map[objects.Digest]bool{}
-	for _, tn := range m.Tensors[len(m.Tensors)/2:] {
-		tensors[tn.Digest] = true
-	}
-	var victim store.BlobRecord
+// damage flips a bit in the middle of a packed blob, the first one of the
+// digests in want that take is true of.
+func damage(t *testing.T, st *store.Store, want []objects.Digest, take func(store.BlobRecord) bool) store.BlobRecord {
+	t.Helper()
+	recs := map[objects.Digest]store.BlobRecord{}
 	err := st.View(func(tx *bolt.Tx) error {
-		return store.ForEachBlob(tx, func(r store.BlobRecord) error {
-			if r.Encoding == store.EncodingPacked && r.Size > 64 && r.Size < batchPiece && tensors[r.Digest] {
-				victim = r
-			}
-			return nil
-		})
+		return store.ForEachBlob(tx, func(r store.BlobRecord) error { recs[r.Digest] = r; return nil })
 	})
-	if err != nil || victim.Size == 0 {
-		t.Fatalf("no packed small blob of a tensor in the model's second half (%v)", err)
-	}
-	path := st.PackPath(victim.Pack)
-	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[victim.Offset+victim.Size/2] ^= 0x10
-	os.Chmod(path, 0o644)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
+	for _, d := range want {
+		r, ok := recs[d]
+		if !ok || r.Encoding != store.EncodingPacked || !take(r) {
+			continue
+		}
+		path := st.PackPath(r.Pack)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[r.Offset+r.Size/2] ^= 0x10
+		os.Chmod(path, 0o644)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
-	parent := t.TempDir()
-	_, err = Checkout(context.Background(), st, d, filepath.Join(parent, "out"), Options{Format: "npz"})
-	// The read refuses it, before anything parses the written file.
-	if !errors.Is(err, errs.IntegrityError) || !strings.Contains(err.Error(), "blob "+victim.Digest.Short()+": content hashes to") {
-		t.Fatalf("err = %v, want integrity_error from the read of blob %s", err, victim.Digest.Short())
-	}
-	if left, _ := os.ReadDir(parent); len(left) != 0 {
-		t.Fatalf("left behind: %v", left)
+	t.Fatal("no blob to damage")
+	return store.BlobRecord{}
+}
+
+// A flipped bit in a blob read for a re-layout, in a batch or alone, as
+// it is or cast (--dtype), fails the checkout with integrity_error from
+// the read, before anything parses the written file, and leaves nothing
+// at the destination.
+func TestReadsRefuseDamagedBlobs(t *testing.T) {
+	large := testmodel.Spec{Layers: 1, Hidden: 64, Vocab: 20000, DType: "F32", Seed: 5} // an embedding of two chunks
+	for _, tc := range []struct {
+		name string
+		spec testmodel.Spec
+		opts Options
+		take func(store.BlobRecord) bool
+	}{
+		{"small blob in a batch", manySmall, Options{Format: "npz"}, func(r store.BlobRecord) bool { return r.Size > 64 && r.Size < batchPiece }},
+		{"small blob cast in a batch", manySmall, Options{Format: "npz", WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}, func(r store.BlobRecord) bool { return r.Size > 64 && r.Size < batchPiece }},
+		{"second chunk of a tensor cast alone", large, Options{WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}, func(r store.BlobRecord) bool { return r.Size > 512<<10 && r.Size < objects.ChunkSize }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _, d := added(t, tc.spec)
+			m := manifestOf(t, st, d)
+			var want []objects.Digest // the second half's chunks
+			for _, tn := range m.Tensors {
+				want = append(want, tn.Chunks...)
+			}
+			victim := damage(t, st, want[len(want)/2:], tc.take)
+			parent := t.TempDir()
+			_, err := Checkout(context.Background(), st, d, filepath.Join(parent, "out"), tc.opts)
+			if !errors.Is(err, errs.IntegrityError) || !strings.Contains(err.Error(), "blob "+victim.Digest.Short()+": content hashes to") {
+				t.Fatalf("err = %v, want integrity_error from the read of blob %s", err, victim.Digest.Short())
+			}
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Fatalf("left behind: %v", left)
+			}
+		})
 	}
 }
 
@@ -187,7 +225,7 @@ func TestBatchWithCodedBlobs(t *testing.T) {
 	for _, f := range p.files {
 		for _, ft := range fetchesOf(f.pieces) {
 			for _, pc := range ft.pieces {
-				if rec, err := blobs.record(pc); pc.isBlob() && err == nil && rec.Coded() && ft.blobs > 1 {
+				if rec, err := blobs.record(pc); pc.isRead() && err == nil && rec.Coded() && ft.reads > 1 {
 					coded++
 				}
 			}
@@ -199,5 +237,65 @@ func TestBatchWithCodedBlobs(t *testing.T) {
 	}
 	if _, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "out"), Options{Format: "pytorch"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// boundedSource records how many bytes of fetches it holds at once.
+type boundedSource struct {
+	mu         sync.Mutex
+	held, peak int64
+}
+
+func (s *boundedSource) read(pcs []piece, buf []byte) ([][]byte, error) {
+	var cost int64
+	var out [][]byte
+	for _, pc := range pcs {
+		if pc.isRead() {
+			cost += pc.readSize() + pc.size
+			out = append(out, make([]byte, pc.size))
+		}
+	}
+	s.mu.Lock()
+	s.held += cost
+	s.peak = max(s.peak, s.held)
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	s.mu.Lock()
+	s.held -= cost
+	s.mu.Unlock()
+	return out, nil
+}
+
+// Derived pieces (casts) are made ahead of the writer, but no more of
+// their bytes at once than fetchBytes; one piece larger than that still
+// runs, alone.
+func TestFetchesHoldBoundedBytes(t *testing.T) {
+	defer func(n int64) { fetchBytes = n }(fetchBytes)
+	fetchBytes = 1 << 20
+	const n = 300 << 10 // each holds 600 KiB: two would be too many
+	f := planFile{path: "f"}
+	for i := range 6 {
+		size := int64(n)
+		if i == 3 {
+			size = 2 << 20 // larger than fetchBytes
+		}
+		f.pieces = append(f.pieces, piece{derived: &derived{source: objects.Tensor{Size: size}}, size: size})
+		f.size += size
+	}
+	src := &boundedSource{}
+	if err := writeFile(context.Background(), src, f, t.TempDir(), 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if src.peak != 4<<20 {
+		t.Fatalf("peak %d bytes held, want the large piece's alone", src.peak)
+	}
+	src.peak = 0
+	f.pieces = append(f.pieces[:3], f.pieces[4:]...) // the small ones only
+	f.size -= 2 << 20
+	if err := writeFile(context.Background(), src, f, filepath.Join(t.TempDir()), 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if src.peak != 2*n {
+		t.Fatalf("peak %d bytes held, want one piece's %d at a time", src.peak, 2*n)
 	}
 }
