@@ -372,8 +372,8 @@ func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	return out, nil
 }
 
-// readBlobs returns the verified bytes of the blobs recs. One blob is read
-// into buf (when large enough); raw blobs lying end to end in a pack are
+// readBlobs returns the verified bytes of the blobs recs, in buf when it
+// is large enough. Raw blobs lying end to end in a pack are
 // read with one read and hashed eight at a time (store.BlobReader.ReadRaw);
 // a batch with a coded blob is read a blob at a time.
 func (b *blobSource) readBlobs(recs []store.BlobRecord, buf []byte) ([][]byte, error) {
@@ -386,7 +386,7 @@ func (b *blobSource) readBlobs(recs []store.BlobRecord, buf []byte) ([][]byte, e
 		coded = coded || rec.Coded()
 	}
 	if !coded {
-		return b.ReadRaw(recs, true)
+		return b.ReadRawInto(recs, buf, true)
 	}
 	out := make([][]byte, len(recs))
 	for i, rec := range recs {

@@ -34,7 +34,7 @@ type fetched struct {
 // pieceSource gives the verified bytes of a plan's pieces that are read
 // from the store (blobSource; tests give writeFile one that fails or
 // stalls): read gives those among pcs (isRead), in order, read together;
-// buf, when large enough, holds one of them.
+// buf, when large enough, holds what is read.
 type pieceSource interface {
 	read(pcs []piece, buf []byte) ([][]byte, error)
 }
@@ -176,13 +176,8 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 				return
 			}
 			running.Go(func() {
-				var bp *[]byte
-				var buf []byte
-				if ft.reads == 1 {
-					bp = bufPool.Get().(*[]byte)
-					buf = *bp
-				}
-				data, err := blobs.read(ft.pieces, buf)
+				bp := bufPool.Get().(*[]byte) // a batch reads at most batchBytes, a blob a chunk
+				data, err := blobs.read(ft.pieces, *bp)
 				if err == nil && len(data) != ft.reads {
 					err = fmt.Errorf("checkout: %s: a read of %d pieces gave %d", f.path, ft.reads, len(data))
 				}

@@ -22,6 +22,12 @@ import (
 // The caller bounds recs (a remote's batch: remote.CheckBatch): the buffer
 // holds all of them.
 func (r *BlobReader) ReadRaw(recs []BlobRecord, verify bool) ([][]byte, error) {
+	return r.ReadRawInto(recs, nil, verify)
+}
+
+// ReadRawInto is ReadRaw into buf when it is large enough: a reader that
+// reads batch after batch reuses one buffer, not a new one each.
+func (r *BlobReader) ReadRawInto(recs []BlobRecord, buf []byte, verify bool) ([][]byte, error) {
 	var total int64
 	for _, rec := range recs {
 		if rec.Coded() {
@@ -45,7 +51,10 @@ func (r *BlobReader) ReadRaw(recs []BlobRecord, verify bool) ([][]byte, error) {
 		}
 		return cmp.Compare(x.Offset, y.Offset)
 	})
-	buf := make([]byte, total)
+	if int64(cap(buf)) < total {
+		buf = make([]byte, total)
+	}
+	buf = buf[:total]
 	out := make([][]byte, len(recs))
 	pos := make([]int64, len(order)) // where order[k]'s bytes start in buf
 	var at int64

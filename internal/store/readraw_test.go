@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
@@ -73,6 +75,24 @@ func TestReadRaw(t *testing.T) {
 	}
 	if got, err := rd.ReadRaw(nil, true); err != nil || len(got) != 0 {
 		t.Fatalf("ReadRaw of nothing = %d, %v", len(got), err)
+	}
+	// ReadRawInto reads into the buffer it is given when it is large
+	// enough; it is overwritten, batch after batch.
+	buf := make([]byte, 0, 1<<20)
+	for _, batch := range [][]BlobRecord{recs[:40], recs[100:140]} {
+		got, err := rd.ReadRawInto(batch, buf, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, b := range got {
+			at, base := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+			if at < base || at+uintptr(len(b)) > base+uintptr(cap(buf)) {
+				t.Fatalf("blob %d read outside the buffer given", k)
+			}
+			if !bytes.Equal(b, blobs[slices.Index(recs, batch[k])]) {
+				t.Fatalf("blob %d read wrong", k)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -150,7 +151,11 @@ func writeFileBlob(st *store.Store, m *objects.Manifest, f *objects.File, recs m
 	in := OpenFile(st, m, f, recs)
 	defer in.Close()
 	sh, bh := sha256.New(), objects.NewHasher()
-	n, err := io.Copy(io.MultiWriter(out, sh, bh), in)
+	buffered := bufio.NewWriterSize(out, 1<<20)
+	n, err := io.CopyBuffer(io.MultiWriter(buffered, sh, bh), in, make([]byte, 1<<20))
+	if err == nil {
+		err = buffered.Flush()
+	}
 	if err != nil {
 		return "", err
 	}
