@@ -2,7 +2,9 @@ package cast
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // The fast casts give, bit for bit, what castTransform's value-by-value
@@ -14,24 +16,58 @@ import (
 
 // fastCast is the fast cast from one dtype to another, or nil.
 func fastCast(from, to string, clamp bool) func(dst, src []byte) bool {
+	var each func(dst, src []byte) bool
 	switch {
 	case floatFormats[from].bytes == 2:
-		return func(dst, src []byte) bool { return tableOf(from, to, clamp).cast(dst, src) }
+		t := tableOf(from, to, clamp)
+		each = t.cast
 	case from == "F32" && to == "BF16":
-		return func(dst, src []byte) bool { return f32ToHalf(dst, src, clamp, f32ToBF16) }
+		each = func(dst, src []byte) bool { return f32ToHalf(dst, src, clamp, f32ToBF16) }
 	case from == "F32" && to == "F16":
-		return func(dst, src []byte) bool { return f32ToHalf(dst, src, clamp, f32ToF16) }
+		each = func(dst, src []byte) bool { return f32ToHalf(dst, src, clamp, f32ToF16) }
+	default:
+		return nil
 	}
-	return nil
+	fb, tb := floatFormats[from].bytes, floatFormats[to].bytes
+	return func(dst, src []byte) bool { return inParallel(dst, src, fb, tb, each) }
+}
+
+// parallelValues is the number of values from which a cast is cut into
+// parts cast on every core at once: a model's embedding is one tensor of
+// tens of millions.
+const parallelValues = 1 << 20
+
+// inParallel casts the values of src (fb bytes each) into dst (tb each)
+// with each, in parts on every core when there are many; false if a part
+// overflowed.
+func inParallel(dst, src []byte, fb, tb int, each func(dst, src []byte) bool) bool {
+	n := len(src) / fb
+	parts := min(runtime.GOMAXPROCS(0), n/parallelValues)
+	if parts <= 1 {
+		return each(dst, src)
+	}
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Go(func() {
+			if !each(dst[lo*tb:hi*tb], src[lo*fb:hi*fb]) {
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return !failed.Load()
 }
 
 // castTable holds the cast of every value of a 16-bit dtype, made by the
-// reference cast.
+// reference cast: the value's bits, with overBit set where it overflows.
 type castTable struct {
 	to   int // bytes
-	bits []uint32
-	over []bool // the value overflows the target
+	bits *[1 << 16]uint64
 }
+
+const overBit = 1 << 32
 
 var tables = struct {
 	sync.Mutex
@@ -51,12 +87,15 @@ func tableOf(from, to string, clamp bool) *castTable {
 		return t
 	}
 	f, g := floatFormats[from], floatFormats[to]
-	t := &castTable{to: g.bytes, bits: make([]uint32, 1<<16), over: make([]bool, 1<<16)}
+	t := &castTable{to: g.bytes, bits: new([1 << 16]uint64)}
 	var b [2]byte
 	for h := range 1 << 16 {
 		binary.LittleEndian.PutUint16(b[:], uint16(h))
 		bits, over := castValue(decodeFloat(b[:], f), g, clamp)
-		t.bits[h], t.over[h] = uint32(bits), over
+		t.bits[h] = bits
+		if over {
+			t.bits[h] |= overBit
+		}
 	}
 	tables.m[key] = t
 	return t
@@ -64,22 +103,25 @@ func tableOf(from, to string, clamp bool) *castTable {
 
 func (t *castTable) cast(dst, src []byte) bool {
 	n := len(src) / 2
+	src = src[:2*n]
 	switch t.to {
 	case 2:
-		for i := range n {
-			h := binary.LittleEndian.Uint16(src[2*i:])
-			if t.over[h] {
+		dst = dst[:2*n]
+		for i := 0; i+1 < len(src) && i+1 < len(dst); i += 2 {
+			v := t.bits[uint16(src[i])|uint16(src[i+1])<<8]
+			if v >= overBit {
 				return false
 			}
-			binary.LittleEndian.PutUint16(dst[2*i:], uint16(t.bits[h]))
+			dst[i], dst[i+1] = byte(v), byte(v>>8)
 		}
 	case 4:
-		for i := range n {
-			h := binary.LittleEndian.Uint16(src[2*i:])
-			if t.over[h] {
+		dst = dst[:4*n]
+		for i := 0; i < n; i++ {
+			v := t.bits[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+			if v >= overBit { // never: a 16-bit float fits an F32
 				return false
 			}
-			binary.LittleEndian.PutUint32(dst[4*i:], t.bits[h])
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
 		}
 	default:
 		return false
@@ -89,7 +131,9 @@ func (t *castTable) cast(dst, src []byte) bool {
 
 // f32ToHalf casts F32 values to a 16-bit dtype with to.
 func f32ToHalf(dst, src []byte, clamp bool, to func(u uint32, clamp bool) (uint16, bool)) bool {
-	for i := range len(src) / 4 {
+	n := len(src) / 4
+	src, dst = src[:4*n], dst[:2*n]
+	for i := 0; i < n; i++ {
 		h, over := to(binary.LittleEndian.Uint32(src[4*i:]), clamp)
 		if over {
 			return false

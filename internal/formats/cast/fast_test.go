@@ -1,10 +1,13 @@
 package cast
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -150,5 +153,35 @@ func TestFastCastF32(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A cast of many values runs in parts on every core: the same bytes as
+// one part, and an overflow in the last part is found.
+func TestFastCastInParallel(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one core: no parts")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	n := 3*parallelValues + 7
+	src := make([]byte, 2*n)
+	for i := range n {
+		binary.LittleEndian.PutUint16(src[2*i:], uint16(r.Uint32())&0x3fff) // finite BF16 values F16 holds... mostly
+	}
+	for _, c := range []struct{ from, to string }{{"BF16", "F32"}, {"F16", "BF16"}} {
+		each := tableOf(c.from, c.to, true).cast
+		tb := floatFormats[c.to].bytes
+		want, got := make([]byte, n*tb), make([]byte, n*tb)
+		if !each(want, src) || !fastCast(c.from, c.to, true)(got, src) || !bytes.Equal(got, want) {
+			t.Fatalf("%s -> %s: the parallel cast differs from one part's", c.from, c.to)
+		}
+	}
+	huge := slices.Clone(src)
+	binary.LittleEndian.PutUint16(huge[len(huge)-2:], 0x7f00) // BF16 1.7e38: beyond F16
+	if fastCast("BF16", "F16", false)(make([]byte, 2*n), huge) {
+		t.Fatal("an overflow in the last part was not reported")
+	}
+	if !fastCast("BF16", "F16", true)(make([]byte, 2*n), huge) {
+		t.Fatal("with --clamp nothing overflows")
 	}
 }
