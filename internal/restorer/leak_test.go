@@ -45,8 +45,9 @@ func restorerGoroutines() []string {
 	return out
 }
 
-// stallingSource fails the first blob it is asked for and makes every
-// other one take a while, as a slow disk would.
+// stallingSource fails the first blob it is asked for (after a while, so
+// that other reads have begun) and makes every other one take longer, as
+// a slow disk would.
 type stallingSource struct {
 	reads, inFlight atomic.Int32
 }
@@ -57,6 +58,7 @@ func (s *stallingSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	if s.reads.Add(1) == 1 {
+		time.Sleep(10 * time.Millisecond) // the others are under way meanwhile
 		return nil, errBadBlob
 	}
 	time.Sleep(50 * time.Millisecond)

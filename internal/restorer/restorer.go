@@ -323,11 +323,15 @@ func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 			continue
 		}
 		reads++
-		chunks := []piece{*pc}
-		if pc.derived != nil {
-			chunks = pc.derived.chunks
+		if pc.derived == nil {
+			rec, err := b.record(*pc)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
+			continue
 		}
-		for _, c := range chunks {
+		for _, c := range pc.derived.chunks {
 			rec, err := b.record(c)
 			if err != nil {
 				return nil, err
@@ -353,9 +357,14 @@ func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 		pc := &pcs[i]
 		switch {
 		case pc.derived != nil:
+			// A generated tensor's source is empty: no chunks.
 			n := len(pc.derived.chunks)
-			src := data[k]
-			if n != 1 {
+			var src []byte
+			switch n {
+			case 0:
+			case 1:
+				src = data[k]
+			default:
 				src = bytes.Join(data[k:k+n], nil)
 			}
 			made, err := pc.derived.apply(src, pc.size)

@@ -116,10 +116,11 @@ func fetchesOf(pieces []piece) []fetch {
 	return out
 }
 
-// writeFile writes f under root in order, hashing it on the way, while up to
-// window blob reads (each verified against its digest) run ahead of it. A
-// file with an encoding is hashed as planned (its decoded stream, which the
-// manifest describes) and written through its encoder. Files are created
+// writeFile writes f under root in order, hashing it on the way when its
+// digest is known, while up to window fetches (each blob verified against
+// its digest) run ahead of it. A file with an encoding is hashed as
+// planned (its decoded stream, which the manifest describes) and written
+// through its encoder. Files are created
 // through an os.Root, so that no path, and no link planted in root while
 // it is written, can lead a write out of it.
 func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, window int, prog progress.Reporter) (err error) {

@@ -1,6 +1,7 @@
 package restorer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -297,5 +298,39 @@ func TestFetchesHoldBoundedBytes(t *testing.T) {
 	}
 	if src.peak != 2*n {
 		t.Fatalf("peak %d bytes held, want one piece's %d at a time", src.peak, 2*n)
+	}
+}
+
+// A derived piece whose source is empty (a tensor a converter generates,
+// rope_freqs.weight, made by a transform that ignores its input) has no
+// chunks to read, alone or in a batch.
+func TestReadGeneratedPiece(t *testing.T) {
+	st, _, d := added(t, testmodel.Tiny)
+	m := manifestOf(t, st, d)
+	var made [2]objects.Digest
+	gen := func(k int) piece {
+		return piece{size: 4, derived: &derived{source: objects.Tensor{Name: "generated", Digest: objects.Sum(nil)},
+			transform: func([]byte) ([]byte, error) { return []byte{1, 2, 3, byte(k)}, nil }, digest: &made[k]}}
+	}
+	small := m.Tensors[1] // a layer norm: one small chunk
+	blob := chunkPieces(small.Size, small.Chunks)[0]
+	p := &plan{files: []planFile{{path: "alone", pieces: []piece{gen(0)}}, {path: "batch", pieces: []piece{blob, gen(1), blob}}}}
+	blobs, err := openBlobs(st, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blobs.Close()
+	for k, f := range p.files {
+		fts := fetchesOf(f.pieces)
+		if len(fts) != 1 {
+			t.Fatalf("%s: %d fetches, want 1", f.path, len(fts))
+		}
+		got, err := blobs.read(fts[0].pieces, nil)
+		if err != nil || len(got) != fts[0].reads {
+			t.Fatalf("%s: %d pieces, %v", f.path, len(got), err)
+		}
+		if g := got[k]; !bytes.Equal(g, []byte{1, 2, 3, byte(k)}) || made[k] != objects.Sum(g) {
+			t.Fatalf("%s: generated %v, digest %s", f.path, g, made[k].Short())
+		}
 	}
 }
