@@ -61,13 +61,16 @@ func inParallel(dst, src []byte, fb, tb int, each func(dst, src []byte) bool) bo
 }
 
 // castTable holds the cast of every value of a 16-bit dtype, made by the
-// reference cast: the value's bits, with overBit set where it overflows.
+// reference cast: to a 16-bit dtype in b16 with the values that overflow
+// marked in over, to F32 in b32 (which every 16-bit float fits). Small
+// enough to stay in a core's cache (128 or 256 KiB): a table of 64-bit
+// entries took twice as long.
 type castTable struct {
 	to   int // bytes
-	bits *[1 << 16]uint64
+	b16  *[1 << 16]uint16
+	over *[1 << 10]uint64 // a bit per value
+	b32  *[1 << 16]uint32
 }
-
-const overBit = 1 << 32
 
 var tables = struct {
 	sync.Mutex
@@ -87,14 +90,27 @@ func tableOf(from, to string, clamp bool) *castTable {
 		return t
 	}
 	f, g := floatFormats[from], floatFormats[to]
-	t := &castTable{to: g.bytes, bits: new([1 << 16]uint64)}
+	t := &castTable{to: g.bytes}
+	switch g.bytes {
+	case 2:
+		t.b16, t.over = new([1 << 16]uint16), new([1 << 10]uint64)
+	case 4:
+		t.b32 = new([1 << 16]uint32)
+	}
 	var b [2]byte
 	for h := range 1 << 16 {
 		binary.LittleEndian.PutUint16(b[:], uint16(h))
 		bits, over := castValue(decodeFloat(b[:], f), g, clamp)
-		t.bits[h] = bits
-		if over {
-			t.bits[h] |= overBit
+		switch {
+		case t.b16 != nil:
+			t.b16[h] = uint16(bits)
+			if over {
+				t.over[h>>6] |= 1 << (h & 63)
+			}
+		case t.b32 != nil && !over:
+			t.b32[h] = uint32(bits)
+		default:
+			t.to = 0 // no fast cast (never: a 16-bit float fits an F32)
 		}
 	}
 	tables.m[key] = t
@@ -108,20 +124,17 @@ func (t *castTable) cast(dst, src []byte) bool {
 	case 2:
 		dst = dst[:2*n]
 		for i := 0; i+1 < len(src) && i+1 < len(dst); i += 2 {
-			v := t.bits[uint16(src[i])|uint16(src[i+1])<<8]
-			if v >= overBit {
+			h := uint16(src[i]) | uint16(src[i+1])<<8
+			if t.over[h>>6]&(1<<(h&63)) != 0 {
 				return false
 			}
+			v := t.b16[h]
 			dst[i], dst[i+1] = byte(v), byte(v>>8)
 		}
 	case 4:
 		dst = dst[:4*n]
 		for i := 0; i < n; i++ {
-			v := t.bits[uint16(src[2*i])|uint16(src[2*i+1])<<8]
-			if v >= overBit { // never: a 16-bit float fits an F32
-				return false
-			}
-			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
+			binary.LittleEndian.PutUint32(dst[4*i:], t.b32[uint16(src[2*i])|uint16(src[2*i+1])<<8])
 		}
 	default:
 		return false
