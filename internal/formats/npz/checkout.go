@@ -169,7 +169,8 @@ func Plan(tensors []formats.Tensor, name string) (*formats.Layout, error) {
 	}
 	l := &formats.Layout{Format: Codec.Name(), Tensors: make([]formats.Tensor, len(tensors))}
 	w := &zipfile.Writer{SizesInLocal: true}
-	seen := map[string]bool{}
+	w.Expect(len(tensors))
+	seen := make(map[string]bool, len(tensors))
 	for i, t := range tensors {
 		descr, ok := descrOf(t.DType)
 		if !ok {

@@ -134,6 +134,10 @@ func (c codec) parseFile(dir formats.Dir, p string, l *formats.Layout) (*formats
 		if err != nil {
 			return nil, err
 		}
+		// Room for what add appends per member (members are bounded by the
+		// scan's limits): an .npz of 100,000 arrays grew these by doubling.
+		out.Extents = slices.Grow(out.Extents, 2*len(members)+1)
+		l.Tensors = slices.Grow(l.Tensors, len(members))
 		deflated := slices.ContainsFunc(members, func(m *member) bool { return m.z.Method == zipfile.Deflate })
 		cursor := int64(0) // in the decoded stream
 		for _, m := range members {

@@ -120,6 +120,7 @@ func archiveFolder(p string) string {
 func planFile(p string, tensors []formats.Tensor, members []int, force64 bool) formats.File {
 	folder := archiveFolder(p)
 	w := &zipfile.Writer{Force64: force64}
+	w.Expect(len(members) + 6)
 	w.AddBytes(folder+"/data.pkl", statePickle(tensors, members))
 	w.AddBytes(folder+"/.format_version", []byte("1"))
 	w.AddBytes(folder+"/.storage_alignment", []byte(strconv.Itoa(zipfile.Alignment)))

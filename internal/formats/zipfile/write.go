@@ -3,6 +3,7 @@ package zipfile
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 
 	"github.com/mstore/mstore/internal/formats"
 )
@@ -53,6 +54,14 @@ type centralEntry struct {
 	prefix []byte // what the member holds before the tensor (CRC32Slot.Prefix)
 	size   int64  // the member's size
 	header int64
+}
+
+// Expect makes room for members more members: their extents (a frame and
+// a tensor each) and central directory entries, which grew by doubling
+// for an .npz of 100,000 arrays.
+func (w *Writer) Expect(members int) {
+	w.file.Extents = slices.Grow(w.file.Extents, 2*members+1)
+	w.central = slices.Grow(w.central, members)
 }
 
 func (w *Writer) put(b ...byte) {
