@@ -70,16 +70,14 @@ const (
 func (fr *fileReader) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
+		for len(fr.cur) == 0 && fr.err == nil {
+			fr.err = fr.next()
+		}
 		if len(fr.cur) == 0 {
-			if fr.err == nil {
-				fr.err = fr.next()
+			if n > 0 {
+				return n, nil // the error (or EOF) at the next call
 			}
-			if len(fr.cur) == 0 {
-				if n > 0 {
-					return n, nil // the error (or EOF) at the next call
-				}
-				return 0, fr.err
-			}
+			return 0, fr.err
 		}
 		k := copy(p[n:], fr.cur)
 		fr.cur, n = fr.cur[k:], n+k
