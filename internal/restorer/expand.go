@@ -19,7 +19,7 @@ func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[str
 			return slices.Clip(m.Tensors), nil, nil // not a copy: 14 MB for 100,000 tensors
 		}
 		for _, t := range m.Tensors {
-			if len(opts.Tensors) == 0 || MatchAny(opts.Tensors, t.Name) {
+			if MatchAny(opts.Tensors, t.Name) {
 				selected = append(selected, t)
 			}
 		}

@@ -382,9 +382,9 @@ func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 }
 
 // readBlobs returns the verified bytes of the blobs recs, in buf when it
-// is large enough. Raw blobs lying end to end in a pack are
-// read with one read and hashed eight at a time (store.BlobReader.ReadRaw);
-// a batch with a coded blob is read a blob at a time.
+// is large enough. Raw blobs lying end to end in a pack are read with one
+// read and hashed eight at a time (store.BlobReader.ReadRawInto); a batch
+// with a coded blob is read a blob at a time.
 func (b *blobSource) readBlobs(recs []store.BlobRecord, buf []byte) ([][]byte, error) {
 	if len(recs) == 1 {
 		data, err := b.Read(recs[0], buf)
