@@ -72,9 +72,10 @@ const (
 	batchCount = 4096     // and the most pieces it reads
 )
 
-// fetchBytes bounds the bytes of the fetches running ahead of a writer,
-// beside their number (a derived piece holds its source tensor and what it
-// makes of it); one larger fetch runs alone. (A variable for tests.)
+// fetchBytes bounds the bytes a writer's fetches hold, those running ahead
+// of it and the one it writes, beside their number (a derived piece holds
+// its source tensor and what it makes of it); one larger fetch runs alone.
+// (A variable for tests.)
 var fetchBytes int64 = 256 << 20
 
 // fetchesOf cuts the pieces of pieces that are read from the store, in
@@ -248,13 +249,15 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 				if cur.buf != nil {
 					bufPool.Put(cur.buf)
 				}
+				if next > 0 { // written: what it held is free
+					held.Release(weight(fetches[next-1]))
+				}
 				cur, used = fetched{}, 0
 				select {
 				case cur = <-fetches[next].result:
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				held.Release(weight(fetches[next]))
 				next++
 				<-sem
 				if cur.err != nil {
