@@ -1,4 +1,4 @@
-# Sourced by pullcp.sh, checkoutcp.sh, repack.sh and growth.sh: their options, one
+# Sourced by pullcp.sh, checkoutcp.sh, repack.sh, growth.sh and convert.sh: their options, one
 # timed step of an interleaved comparison, and the median of its figures.
 # The caller sets W (a work directory) and bins (the builds).
 
