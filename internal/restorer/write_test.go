@@ -86,6 +86,23 @@ func TestFetchesOf(t *testing.T) {
 	}
 }
 
+// planned is the plan of a checkout of version d with opts, and its blobs
+// (closed when the test ends).
+func planned(t *testing.T, st *store.Store, d objects.Digest, opts Options) (*plan, *blobSource) {
+	t.Helper()
+	m := manifestOf(t, st, d)
+	p, err := makePlan(m, opts, storedFrames(st, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := openBlobs(st, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { blobs.Close() })
+	return p, blobs
+}
+
 // countingSource counts the reads writeFile asks of a blobSource.
 type countingSource struct {
 	*blobSource
@@ -104,16 +121,7 @@ func (c *countingSource) read(pcs []piece, buf []byte) ([][]byte, error) {
 // and a goroutine per blob), and what it writes parses back to the plan.
 func TestWriteFileReadsSmallBlobsInBatches(t *testing.T) {
 	st, _, d := added(t, manySmall)
-	m := manifestOf(t, st, d)
-	p, err := makePlan(m, Options{Format: "npz"}, storedFrames(st, m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := openBlobs(st, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blobs.Close()
+	p, blobs := planned(t, st, d, Options{Format: "npz"})
 	want := 0
 	for _, f := range p.files {
 		for _, pc := range f.pieces {
@@ -213,15 +221,7 @@ func TestReadsRefuseDamagedBlobs(t *testing.T) {
 // manifest.
 func TestBatchWithCodedBlobs(t *testing.T) {
 	st, d, _ := codedStore(t)
-	m := manifestOf(t, st, d)
-	p, err := makePlan(m, Options{Format: "pytorch"}, storedFrames(st, m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := openBlobs(st, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, blobs := planned(t, st, d, Options{Format: "pytorch"})
 	coded := 0
 	for _, f := range p.files {
 		for _, ft := range fetchesOf(f.pieces) {
@@ -232,7 +232,6 @@ func TestBatchWithCodedBlobs(t *testing.T) {
 			}
 		}
 	}
-	blobs.Close()
 	if coded == 0 {
 		t.Fatal("no coded blob in a batch: the test does not test that")
 	}
