@@ -30,13 +30,22 @@ func (codec) Claims(p string) bool { return isContainerName(p) || isIndexName(p)
 // and header, padding included) then its tensors in data-offset order; each
 // index as one frame. Tensor data is never read.
 func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
-	m, err := hfindex.ReadModel(dir, paths, hfKind)
+	m, err := hfindex.SortPaths(paths, hfKind)
 	if err != nil {
 		return nil, err
 	}
 	containers, indexes := m.Containers, m.Indexes
 
+	// The indexes are read while the headers are: the index of a MoE of
+	// 19,502 tensors took 9-12 ms, as long as its ten headers. (The
+	// containers are the listing's, never names an index gives.) An
+	// index's refusal is the one reported, as when indexes came first.
+	indexErr := make(chan error, 1)
+	go func() { indexErr <- m.ReadIndexes(dir, hfKind) }()
 	headers, sizes, err := readHeaders(dir, containers, c.limits)
+	if ierr := <-indexErr; ierr != nil {
+		return nil, ierr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -133,18 +142,21 @@ func checkNames(m *hfindex.Model, headers map[string]*header, total int) error {
 
 // checkIndex checks an index against the headers of its shards: the
 // weight_map must place exactly the tensors of each shard, in that shard,
-// and total_size must be the sum of their sizes.
+// and total_size must be the sum of their sizes. fileOf holds each
+// tensor once (checkNames), so a shard's tensors are all named when the
+// weight_map places as many in it (hfindex.Placed).
 func checkIndex(idx *hfindex.Index, headers map[string]*header, fileOf map[string]string) error {
-	named, err := idx.CheckPlacement(fileOf)
+	placed, err := idx.Placed(fileOf)
 	if err != nil {
 		return err
 	}
 	var total int64
 	for _, s := range idx.Shards {
-		for _, e := range headers[s].tensors {
-			if !named[e.name] {
-				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
-			}
+		tensors := headers[s].tensors
+		if placed[s] != len(tensors) {
+			return unnamed(idx, s, tensors, placed[s])
+		}
+		for _, e := range tensors {
 			if total > math.MaxInt64-(e.end-e.begin) {
 				return errs.At(errs.SchemaError, pkg, idx.Path, -1, "the shards' sizes overflow")
 			}
@@ -155,4 +167,17 @@ func checkIndex(idx *hfindex.Index, headers map[string]*header, fileOf map[strin
 		return errs.At(errs.SchemaError, pkg, idx.Path, idx.TotalAt, "metadata.total_size is %d, the shards' tensors hold %d bytes", idx.TotalSize, total)
 	}
 	return nil
+}
+
+// unnamed is the refusal of shard s, some of whose tensors the weight_map
+// does not name (it places n of them in s): the first of them.
+func unnamed(idx *hfindex.Index, s string, tensors []entry, n int) error {
+	named := idx.Named()
+	for _, e := range tensors {
+		if !named[e.name] {
+			return errs.At(errs.SchemaError, pkg, idx.Path, -1, "tensor %q of shard %s is missing from the weight_map", e.name, s)
+		}
+	}
+	// Not reached: Placed counted each named tensor of s once.
+	return errs.At(errs.SchemaError, pkg, idx.Path, -1, "weight_map places %d tensors in shard %s, which holds %d", n, s, len(tensors))
 }

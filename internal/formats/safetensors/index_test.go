@@ -126,6 +126,12 @@ func TestParseRefusesInconsistentShards(t *testing.T) {
 		{"shard number 0", plus("model-00000-of-00004.safetensors", rawFile("{}      ", nil)), errs.SchemaError, ""},
 		{"shard named by two indexes", plus("other.safetensors.index.json", files[indexPath]), errs.SchemaError, "also named by"},
 		{"index not JSON", plus(indexPath, []byte(`{"weight_map": {`)), errs.SchemaError, "JSON"},
+		// The index is read while the headers are; its refusal is still the one reported.
+		{"index and a shard refused", func() map[string][]byte {
+			out := plus(indexPath, []byte(`[]`))
+			out["model-00002-of-00004.safetensors"] = []byte("short")
+			return out
+		}(), errs.SchemaError, "not a JSON object"},
 		{"index not an object", plus(indexPath, []byte(`[]`)), errs.SchemaError, "not a JSON object"},
 		{"index without weight_map", plus(indexPath, []byte(`{"metadata": {}}`)), errs.SchemaError, "no weight_map"},
 		{"index unknown key", plus(indexPath, []byte(`{"weight_map": {}, "x": 1}`)), errs.SchemaError, "unknown key"},
