@@ -46,6 +46,12 @@ type Planned struct {
 	// Transforms[i], when non-nil, makes tensor i's bytes from its source's
 	// (then Layout.Tensors[i] may have another dtype, shape or size).
 	Transforms []Transform
+	// ByChunk[i] says Transforms[i] maps each element of its source on
+	// its own (a cast, cast.ByChunk): the restorer may apply it to the
+	// source a chunk at a time (objects.ChunkSize holds whole elements of
+	// every dtype it casts), so that a large tensor is never held whole.
+	// A transform composed with another (a reorder) is not.
+	ByChunk []bool
 	// Tree says the layout is a plain tree of files that no codec reads
 	// back (an extracted MPK archive): each file must be exactly one
 	// untransformed tensor, and is checked against that tensor's digest as

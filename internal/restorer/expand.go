@@ -43,19 +43,22 @@ func selectTensors(m *objects.Manifest, opts Options) ([]objects.Tensor, map[str
 
 // resolveReads replaces, in a planner's answer, each source that is read
 // out of another stored tensor by that stored tensor, and puts the read
-// before the planner's own transform (a --dtype cast of a view).
-func resolveReads(planned *Planned, selected []objects.Tensor, read map[string]Expanded) ([]objects.Tensor, []Transform) {
+// before the planner's own transform (a --dtype cast of a view), which
+// is then no longer applied a chunk at a time (byChunk, the planner's
+// Planned.ByChunk otherwise).
+func resolveReads(planned *Planned, selected []objects.Tensor, read map[string]Expanded) ([]objects.Tensor, []Transform, []bool) {
 	sources := planned.Sources
 	if sources == nil {
 		sources = selected
 	}
-	transforms := planned.Transforms
+	transforms, byChunk := planned.Transforms, planned.ByChunk
 	if len(read) == 0 {
-		return sources, transforms
+		return sources, transforms, byChunk
 	}
 	sources = append([]objects.Tensor(nil), sources...)
 	out := make([]Transform, len(sources))
 	copy(out, transforms)
+	byChunk = append([]bool(nil), byChunk...)
 	for i, src := range sources {
 		x, ok := read[src.Name]
 		if !ok || x.Tensor.Size != src.Size {
@@ -63,8 +66,11 @@ func resolveReads(planned *Planned, selected []objects.Tensor, read map[string]E
 		}
 		sources[i] = *x.From
 		out[i] = then(x.Read, out[i])
+		if i < len(byChunk) {
+			byChunk[i] = false
+		}
 	}
-	return sources, out
+	return sources, out, byChunk
 }
 
 // then is a followed by b (b may be nil).

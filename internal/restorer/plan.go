@@ -40,6 +40,18 @@ type derived struct {
 	transform Transform
 	digest    *objects.Digest
 	chunks    []piece // source's, pointed at their records by openBlobs
+	// part, for a tensor made a chunk at a time (bychunk.go): this piece
+	// makes the bytes of source's chunk part.index alone.
+	part *castPart
+}
+
+// readSize is how many bytes making d reads from the store.
+func (d *derived) readSize() int64 {
+	if d.part != nil {
+		_, n := objects.ChunkBounds(d.source.Size, d.part.index)
+		return n
+	}
+	return d.source.Size
 }
 
 // apply applies d's transform to src, its source tensor's bytes, read
@@ -47,6 +59,9 @@ type derived struct {
 // size bytes it makes. A source of one chunk is the chunk's bytes, whose
 // digest is the tensor's: it was verified when read.
 func (d *derived) apply(src []byte, size int64) ([]byte, error) {
+	if d.part != nil {
+		return d.part.make(d, src, size)
+	}
 	if len(d.chunks) != 1 || d.chunks[0].blob != d.source.Digest {
 		if err := objects.Verify(src, d.source.Digest, "tensor "+d.source.Name); err != nil {
 			return nil, err
@@ -213,11 +228,11 @@ func makePlan(m *objects.Manifest, opts Options, frames func(string, int64) ([][
 
 // piecesOf is the number of pieces adopt makes of f: a model of 100,000
 // tensors grew its slice of pieces 40 times over.
-func piecesOf(f formats.File, sources []objects.Tensor, transforms []Transform) int {
+func piecesOf(f formats.File, sources []objects.Tensor, transforms []Transform, byChunk []bool) int {
 	n := 0
 	for _, e := range f.Extents {
-		if e.Kind == formats.TensorData && (transforms == nil || transforms[e.Tensor] == nil) {
-			n += len(sources[e.Tensor].Chunks)
+		if e.Kind == formats.TensorData && (transforms == nil || transforms[e.Tensor] == nil || byChunk != nil && byChunk[e.Tensor]) {
+			n += max(1, len(sources[e.Tensor].Chunks))
 			continue
 		}
 		n++
@@ -239,7 +254,7 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 	if planned.Transforms != nil && len(planned.Transforms) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d transforms", l.Format, len(l.Tensors), len(planned.Transforms))
 	}
-	sources, transforms := resolveReads(planned, selected, read)
+	sources, transforms, byChunk := resolveReads(planned, selected, read)
 	if len(sources) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d sources", l.Format, len(l.Tensors), len(sources))
 	}
@@ -256,7 +271,7 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 		}
 	}
 	for _, f := range l.Files {
-		pf := planFile{path: f.Path, size: f.Size, pieces: make([]piece, 0, piecesOf(f, sources, transforms))}
+		pf := planFile{path: f.Path, size: f.Size, pieces: make([]piece, 0, piecesOf(f, sources, transforms, byChunk))}
 		for _, e := range f.Extents {
 			switch e.Kind {
 			case formats.Frame:
@@ -266,6 +281,12 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 			case formats.TensorData:
 				if transforms != nil && transforms[e.Tensor] != nil {
 					d := &derived{source: sources[e.Tensor], transform: transforms[e.Tensor], digest: &p.tensors[e.Tensor].Digest}
+					if byChunk != nil && byChunk[e.Tensor] {
+						if parts := castParts(d, e.Size, e.Tensor+1); parts != nil {
+							pf.pieces = append(pf.pieces, parts...)
+							continue
+						}
+					}
 					pf.pieces = append(pf.pieces, piece{derived: d, size: e.Size, tensor: e.Tensor + 1})
 					continue
 				}

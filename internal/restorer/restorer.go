@@ -275,6 +275,10 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 		for i := range f.pieces {
 			pc := &f.pieces[i]
 			switch {
+			case pc.derived != nil && pc.derived.part != nil: // its one chunk
+				d := pc.derived
+				d.chunks = []piece{{blob: d.source.Chunks[d.part.index], size: d.readSize()}}
+				point(&d.chunks[0])
 			case pc.derived != nil:
 				src := pc.derived.source
 				pc.derived.chunks = chunkPieces(src.Size, src.Chunks)
@@ -315,6 +319,15 @@ func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
 // from the store (isRead), in order: a blob's, or what a derived piece
 // makes of its source tensor. The blobs are read together (readBlobs).
 func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
+	// A part of a tensor made a chunk at a time ends its turn here when it
+	// was not made: the parts after it, in other fetches, wait for it.
+	defer func() {
+		for i := range pcs {
+			if d := pcs[i].derived; d != nil && d.part != nil {
+				d.part.finish(false) // a part made has finished already
+			}
+		}
+	}()
 	var recs []store.BlobRecord
 	reads := 0
 	for i := range pcs {

@@ -48,7 +48,7 @@ func (pc *piece) isRead() bool {
 // readSize is how many bytes reading pc reads from the store.
 func (pc *piece) readSize() int64 {
 	if pc.derived != nil {
-		return pc.derived.source.Size
+		return pc.derived.readSize()
 	}
 	return pc.size
 }

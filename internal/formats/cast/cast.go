@@ -72,6 +72,21 @@ func Tensors(tensors []objects.Tensor, opts formats.WriteOptions) (out []formats
 	return out, tr, nil
 }
 
+// ByChunk marks the casts of tr (Tensors' answer, as it is) as
+// transforms that may be applied a chunk at a time
+// (formats.Planned.ByChunk): each maps every element on its own. nil when
+// nothing is cast.
+func ByChunk(tr []formats.Transform) []bool {
+	if tr == nil {
+		return nil
+	}
+	out := make([]bool, len(tr))
+	for i, t := range tr {
+		out[i] = t != nil
+	}
+	return out
+}
+
 // Used is what of --dtype and --clamp acted on a planner's tensors: both
 // when tr (Tensors' answer, or what the planner made of it) casts a
 // tensor, neither otherwise.
@@ -107,9 +122,11 @@ func castTransform(name, fromName, toName string, clamp bool) formats.Transform 
 			putBits(out[i*to.bytes:], to.bytes, bits)
 		}
 		if over > 0 {
+			// src may be a chunk of the tensor (formats.Planned.ByChunk):
+			// the counts are of the values cast here.
 			return nil, errs.New(errs.LossyConversion, "checkout",
-				"tensor %q (%s) has %d values outside the %s range (largest magnitude %g, %s holds at most %g): they would become infinite; pass --clamp to clamp them, or choose a wider --dtype",
-				name, fromName, over, toName, worst, toName, to.max)
+				"tensor %q (%s) has values outside the %s range (%d among %d of its values, largest magnitude %g; %s holds at most %g): they would become infinite; pass --clamp to clamp them, or choose a wider --dtype",
+				name, fromName, toName, over, n, worst, toName, to.max)
 		}
 		return out, nil
 	}

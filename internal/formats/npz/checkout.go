@@ -158,7 +158,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr, Used: cast.Used(req.Options, tr)}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, ByChunk: cast.ByChunk(tr), Used: cast.Used(req.Options, tr)}, nil
 }
 
 // Plan lays tensors out as NAME.npz, without I/O.

@@ -41,7 +41,7 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr, Used: append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, ByChunk: cast.ByChunk(tr), Used: append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)}, nil
 }
 
 // pytorchLoss refuses (lossy_conversion) tensors of dtypes torch lacks

@@ -61,15 +61,21 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		return nil, err
 	}
 	used := append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)
+	byChunk := cast.ByChunk(tr)
 	var extra map[string][]byte
-	if req.From != nil && req.From.Convert != nil {
-		tr, extra = convert(req.From.Convert, in, tr), req.From.Convert.Files
+	if c := req.From; c != nil && c.Convert != nil {
+		tr, extra = convert(c.Convert, in, tr), c.Convert.Files
+		for i, r := range c.Convert.Reorders {
+			if r != nil && byChunk != nil {
+				byChunk[i] = false // a reorder needs the whole tensor
+			}
+		}
 	}
 	l, err := Plan(in, PlanOptions{MaxShardSize: req.Options.MaxShardSize, Metadata: meta, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &formats.Planned{Layout: l, Transforms: tr, Extra: extra, Used: used}, nil
+	return &formats.Planned{Layout: l, Transforms: tr, ByChunk: byChunk, Extra: extra, Used: used}, nil
 }
 
 // convert applies a source's conversion (formats.Conversion) to the
