@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mstore/mstore/internal/codecs"
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/cast"
@@ -17,44 +18,53 @@ import (
 )
 
 // A --dtype cast of a tensor of several chunks is made a chunk at a time
-// (one derived piece per source chunk), and gives, byte for byte, what
-// the cast of the whole tensor gives, with the tensor's digest recorded
-// for the check of the written file.
+// (one derived piece per source chunk), in every format that casts, and
+// gives, byte for byte, what the cast of the whole tensor gives, with the
+// tensor's digest recorded for the check of the written files.
 func TestCastByChunkIsTheWholeCast(t *testing.T) {
 	spec := testmodel.Spec{Layers: 1, Hidden: 64, Vocab: 40000, DType: "F32", Seed: 7} // an embedding of three chunks
 	st, dir, d := added(t, spec)
-	opts := Options{WriteOptions: formats.WriteOptions{DType: "bf16", Clamp: true}}
-	p, _ := planned(t, st, d, opts)
-	parts := 0
-	for _, f := range p.files {
-		for _, pc := range f.pieces {
-			if pc.derived != nil && pc.derived.part != nil {
-				parts++
-			}
-		}
-	}
-	if parts < 3 {
-		t.Fatalf("%d pieces cast a chunk at a time, want the embedding's three chunks at least", parts)
-	}
-
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Checkout(context.Background(), st, d, out, opts); err != nil {
-		t.Fatal(err)
-	}
-	source, written := tensorsIn(t, dir), tensorsIn(t, out)
+	source := tensorsIn(t, dir)
 	m := manifestOf(t, st, d)
-	_, tr, err := cast.Tensors(m.Tensors, opts.WriteOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tn := range m.Tensors {
-		want, err := tr[i](source[tn.Name])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(written[tn.Name]) != string(want) {
-			t.Fatalf("tensor %q (%d chunks) written differs from its whole cast", tn.Name, len(tn.Chunks))
-		}
+	for _, format := range []string{"safetensors", "npz", "pytorch", "gguf"} {
+		t.Run(format, func(t *testing.T) {
+			opts := Options{Format: format, WriteOptions: formats.WriteOptions{DType: "f16", Clamp: true}}
+			p, _ := planned(t, st, d, opts)
+			parts := 0
+			for _, f := range p.files {
+				for _, pc := range f.pieces {
+					if pc.derived != nil && pc.derived.part != nil {
+						parts++
+					}
+				}
+			}
+			if parts < 3 {
+				t.Fatalf("%d pieces cast a chunk at a time, want the embedding's three chunks at least", parts)
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if _, err := Checkout(context.Background(), st, d, out, opts); err != nil {
+				t.Fatal(err)
+			}
+			codec, _ := codecs.ByName(format)
+			written := tensorBytes(t, codec, out)
+			_, tr, err := cast.Tensors(m.Tensors, opts.WriteOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, tn := range m.Tensors {
+				want, err := tr[i](source[tn.Name])
+				if err != nil {
+					t.Fatal(err)
+				}
+				dtype := "F16"
+				if format == "gguf" && len(tn.Shape) <= 1 { // norms stay F32 in GGUF
+					dtype, want = "F32", source[tn.Name]
+				}
+				if got := written[tn.Name]; got != dtype+":"+string(want) {
+					t.Fatalf("tensor %q (%d chunks) written differs from its whole cast", tn.Name, len(tn.Chunks))
+				}
+			}
+		})
 	}
 }
 

@@ -130,10 +130,17 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 		}
 		out.Layout.Tensors = append(out.Layout.Tensors, l.Tensors...)
 		out.Sources = append(out.Sources, sources...)
+		// Plain casts are made a chunk at a time; an HF conversion's are
+		// composed with its reorders, and it may add tensors.
+		byChunk := make([]bool, len(in))
+		if m.hf == nil {
+			copy(byChunk, cast.ByChunk(tr))
+		}
 		if tr == nil {
 			tr = make([]formats.Transform, len(in))
 		}
 		out.Transforms = append(out.Transforms, tr...)
+		out.ByChunk = append(out.ByChunk, byChunk...)
 	}
 	sort.Slice(out.Layout.Files, func(i, j int) bool { return out.Layout.Files[i].Path < out.Layout.Files[j].Path })
 	if len(models) == 1 {
