@@ -116,7 +116,7 @@ func (p *castPart) make(d *derived, src []byte, size int64) (out []byte, err err
 		return out, nil
 	}
 	if got := s.source.Digest(); got != d.source.Digest {
-		return nil, errs.New(errs.IntegrityError, "objects", "tensor %s: content hashes to %s, want %s", d.source.Name, got.Short(), d.source.Digest.Short())
+		return nil, errs.New(errs.IntegrityError, "checkout", "tensor %s: content hashes to %s, want %s", d.source.Name, got.Short(), d.source.Digest.Short())
 	}
 	*d.digest = s.made.Digest()
 	return out, nil

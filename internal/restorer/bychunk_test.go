@@ -178,7 +178,7 @@ func TestCastPartsRefuse(t *testing.T) {
 func TestCastPartsOnlyWhereTheyFit(t *testing.T) {
 	for _, tc := range []struct{ size, out int64 }{
 		{objects.ChunkSize, objects.ChunkSize / 2},         // one chunk
-		{2*objects.ChunkSize + 3, objects.ChunkSize + 1},   // 2 bytes to 1, an odd tail
+		{2*objects.ChunkSize + 3, objects.ChunkSize + 1},   // no whole ratio with an odd tail
 		{2 * objects.ChunkSize, 2*objects.ChunkSize/3 + 1}, // no whole ratio
 	} {
 		tn := objects.Tensor{Name: "w", Size: tc.size, Chunks: make([]objects.Digest, objects.ChunkCount(tc.size))}
