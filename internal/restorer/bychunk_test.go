@@ -2,8 +2,11 @@ package restorer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +16,8 @@ import (
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
 	"github.com/mstore/mstore/internal/formats/cast"
+	"github.com/mstore/mstore/internal/formats/formattest"
+	"github.com/mstore/mstore/internal/formats/safetensors"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/testmodel"
 )
@@ -185,5 +190,35 @@ func TestCastPartsOnlyWhereTheyFit(t *testing.T) {
 		if parts := castParts(&derived{source: tn, transform: byteCast}, tc.out, 1); parts != nil {
 			t.Errorf("%s: %d parts", fmt.Sprint(tc), len(parts))
 		}
+	}
+}
+
+// A value out of the target's range in a late chunk of a large tensor
+// refuses the checkout with lossy_conversion, the cast's own refusal (not
+// that of a part after it, which is not made), and leaves nothing at the
+// destination: the chunks before it were made and written, and their
+// file is thrown away with the rest.
+func TestCastByChunkRefusesALateOverflow(t *testing.T) {
+	const n = 3 * objects.ChunkSize / 4 // F32 values: three chunks
+	data := make([]byte, 4*n)
+	binary.LittleEndian.PutUint32(data[len(data)-8:], math.Float32bits(1e30)) // in the last chunk
+	tensors := []formats.Tensor{{Name: "w", DType: "F32", Shape: []int64{n}, Size: 4 * n}}
+	l, err := safetensors.Plan(tensors, safetensors.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := formattest.Materialize(l, [][]byte{data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t)
+	d := addFiles(t, st, "late", files)
+	parent := t.TempDir()
+	_, err = Checkout(context.Background(), st, d, filepath.Join(parent, "out"), Options{WriteOptions: formats.WriteOptions{DType: "f16"}})
+	if !errors.Is(err, errs.LossyConversion) || !strings.Contains(err.Error(), `tensor "w" (F32) has values outside the F16 range (1 among`) {
+		t.Fatalf("err = %v, want the cast's lossy_conversion", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
 	}
 }
