@@ -254,6 +254,9 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 	if planned.Transforms != nil && len(planned.Transforms) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d transforms", l.Format, len(l.Tensors), len(planned.Transforms))
 	}
+	if planned.ByChunk != nil && (len(planned.ByChunk) != len(l.Tensors) || planned.Transforms == nil) {
+		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d ByChunk marks, transforms %t", l.Format, len(l.Tensors), len(planned.ByChunk), planned.Transforms != nil)
+	}
 	sources, transforms, byChunk := resolveReads(planned, selected, read)
 	if len(sources) != len(l.Tensors) {
 		return fmt.Errorf("checkout: planner for %s returned %d tensors, %d sources", l.Format, len(l.Tensors), len(sources))

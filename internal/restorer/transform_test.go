@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -90,5 +91,32 @@ func TestTransformedTensorsAreWrittenAndVerified(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(parent); len(left) != 0 {
 		t.Fatalf("a refused conversion left %v", left)
+	}
+}
+
+// A planner's ByChunk marks, one per tensor beside its transforms, are
+// checked before they are used: a planner that gives too few, or marks
+// without transforms, fails the checkout with its name, not a panic.
+func TestPlannerByChunkMarksAreChecked(t *testing.T) {
+	st, _, d := added(t, testmodel.Spec{Layers: 1, Hidden: 16, Vocab: 64, DType: "F32", Seed: 5})
+	marks := func(name string, transforms bool, n int) formats.Codec {
+		return testPlanner{Codec: safetensors.Codec, name: name, plan: func(req PlanRequest) (*Planned, error) {
+			p, err := reversingPlanner(name, false).(formats.Planner).PlanCheckout(req)
+			if err != nil {
+				return nil, err
+			}
+			if !transforms {
+				p.Transforms = nil
+			}
+			p.ByChunk = make([]bool, n)
+			return p, nil
+		}}
+	}
+	withCodecs(t, marks("test-few", true, 1), marks("test-bare", false, 5))
+	for _, format := range []string{"test-few", "test-bare"} {
+		_, err := Checkout(context.Background(), st, d, filepath.Join(t.TempDir(), "out"), Options{Format: format})
+		if err == nil || !strings.Contains(err.Error(), "planner for safetensors returned") || !strings.Contains(err.Error(), "ByChunk marks") {
+			t.Fatalf("%s: err = %v, want the planner's ByChunk refused", format, err)
+		}
 	}
 }
