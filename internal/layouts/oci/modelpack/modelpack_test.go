@@ -126,3 +126,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// marshalMap writes, byte for byte, what encoding/json writes of a map
+// layer: the artifact's digests depend on it.
+func TestMarshalMapIsJSONs(t *testing.T) {
+	long := make([]byte, 1<<20+5)
+	for i := range long {
+		long[i] = byte(i * 31)
+	}
+	files := []File{{Path: "a<b>&.safetensors", Size: 3, SHA256: digest.FromString("x"), Digest: objects.Sum([]byte("x"))}}
+	for _, enc := range [][]byte{nil, {}, []byte(`{"schema":1}`), long} {
+		m := Map{Schema: 1, Digest: objects.Sum(enc), Files: files, Manifest: enc}
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalMap(m)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("manifest of %d bytes: marshalMap gave %d bytes (%v), encoding/json %d", len(enc), len(got), err, len(want))
+		}
+	}
+}
