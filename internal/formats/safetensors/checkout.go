@@ -63,9 +63,9 @@ func (codec) PlanCheckout(req formats.PlanRequest) (*formats.Planned, error) {
 	used := append(req.Options.Uses(formats.OptMaxShardSize), cast.Used(req.Options, tr)...)
 	byChunk := cast.ByChunk(tr)
 	var extra map[string][]byte
-	if c := req.From; c != nil && c.Convert != nil {
-		tr, extra = convert(c.Convert, in, tr), c.Convert.Files
-		for i, r := range c.Convert.Reorders {
+	if from := req.From; from != nil && from.Convert != nil {
+		tr, extra = convert(from.Convert, in, tr), from.Convert.Files
+		for i, r := range from.Convert.Reorders {
 			if r != nil && byChunk != nil {
 				byChunk[i] = false // a reorder needs the whole tensor
 			}
