@@ -1,6 +1,8 @@
 package restorer
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -20,13 +22,14 @@ import (
 // before it (castStream.turns) into the stream's two hashers: the
 // source's bytes, which the last part checks against the source tensor's
 // digest as a whole-tensor apply does, and the bytes made, whose digest
-// the last part records for verifyRelayout.
+// the last part records for verifyRelayout. A part that is not made
+// fails the parts after it with its own error (and class).
 
 // castStream is what the parts of one tensor share.
 type castStream struct {
 	source, made *objects.Hasher
 	turns        []chan struct{} // turns[k] is closed once part k has hashed, or will not
-	hashed       []bool          // hashed[k], set before turns[k] is closed
+	failed       []error         // why part k did not hash (nil: it did), set before turns[k] is closed
 }
 
 // castPart is a derived piece's place in its tensor's stream.
@@ -37,13 +40,17 @@ type castPart struct {
 }
 
 // finish ends part p's turn: the next part may hash. A part that did not
-// hash (ok false) fails those after it.
-func (p *castPart) finish(ok bool) {
+// hash (cause, why) fails those after it.
+func (p *castPart) finish(cause error) {
 	p.once.Do(func() {
-		p.stream.hashed[p.index] = ok
+		p.stream.failed[p.index] = cause
 		close(p.stream.turns[p.index])
 	})
 }
+
+// errNotMade is the cause of a part that ended without an error of its
+// own: never, as blobSource.read and make end their parts.
+var errNotMade = errors.New("checkout: a chunk was not made")
 
 // castParts returns the pieces of d, a derived tensor of size bytes
 // (planned tensor tensor-1), made a chunk of its source at a time, or nil
@@ -60,7 +67,7 @@ func castParts(d *derived, size int64, tensor int) []piece {
 	// terms (an element's size out over in), so that nothing overflows.
 	g := gcd(size, src.Size)
 	num, den := size/g, src.Size/g
-	s := &castStream{source: objects.NewHasher(), made: objects.NewHasher(), turns: make([]chan struct{}, n), hashed: make([]bool, n)}
+	s := &castStream{source: objects.NewHasher(), made: objects.NewHasher(), turns: make([]chan struct{}, n), failed: make([]error, n)}
 	out := make([]piece, n)
 	var total int64
 	for k := range n {
@@ -94,7 +101,13 @@ func gcd(a, b int64) int64 {
 // records the made tensor's.
 func (p *castPart) make(d *derived, src []byte, size int64) (out []byte, err error) {
 	hashed := false
-	defer func() { p.finish(hashed) }()
+	defer func() {
+		if hashed {
+			p.finish(nil)
+		} else {
+			p.finish(cmp.Or(err, errNotMade))
+		}
+	}()
 	out, err = d.transform(src)
 	if err != nil {
 		return nil, err
@@ -105,8 +118,8 @@ func (p *castPart) make(d *derived, src []byte, size int64) (out []byte, err err
 	s := p.stream
 	if p.index > 0 {
 		<-s.turns[p.index-1] // every part before it runs, or has run, and ends its turn (blobSource.read)
-		if !s.hashed[p.index-1] {
-			return nil, fmt.Errorf("checkout: tensor %q: chunk %d was not made", d.source.Name, p.index-1)
+		if cause := s.failed[p.index-1]; cause != nil {
+			return nil, fmt.Errorf("checkout: tensor %q: chunk %d was not made: %w", d.source.Name, p.index-1, cause)
 		}
 	}
 	s.source.Write(src)

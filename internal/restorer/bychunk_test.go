@@ -134,7 +134,8 @@ func TestCastPartsHashInOrder(t *testing.T) {
 
 // Chunks that each match their digest but not, together, the source
 // tensor's are refused at the last part, as a whole-tensor cast refuses
-// them; a part that fails fails every part after it, and none before.
+// them; a part that fails fails every part after it with its error (and
+// class), and none before.
 func TestCastPartsRefuse(t *testing.T) {
 	size := int64(2*objects.ChunkSize + 10)
 	t.Run("source digest", func(t *testing.T) {
@@ -171,8 +172,8 @@ func TestCastPartsRefuse(t *testing.T) {
 				t.Fatalf("part 0: %v", err)
 			case k == 1 && !errors.Is(err, lossy):
 				t.Fatalf("part 1: err = %v, want the transform's", err)
-			case k == 2 && (err == nil || !strings.Contains(err.Error(), "chunk 1 was not made")):
-				t.Fatalf("part 2: err = %v, want a refusal naming chunk 1", err)
+			case k == 2 && (!errors.Is(err, lossy) || !strings.Contains(err.Error(), "chunk 1 was not made")):
+				t.Fatalf("part 2: err = %v, want a refusal naming chunk 1, with its cause", err)
 			}
 		}
 	})

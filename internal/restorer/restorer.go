@@ -2,6 +2,7 @@ package restorer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -318,13 +319,14 @@ func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
 // read returns the verified bytes of the pieces among pcs that are read
 // from the store (isRead), in order: a blob's, or what a derived piece
 // makes of its source tensor. The blobs are read together (readBlobs).
-func (b *blobSource) read(pcs []piece, buf []byte) ([][]byte, error) {
+func (b *blobSource) read(pcs []piece, buf []byte) (_ [][]byte, err error) {
 	// A part of a tensor made a chunk at a time ends its turn here when it
-	// was not made: the parts after it, in other fetches, wait for it.
+	// was not made, with the read's error: the parts after it, in other
+	// fetches, wait for it.
 	defer func() {
 		for i := range pcs {
 			if d := pcs[i].derived; d != nil && d.part != nil {
-				d.part.finish(false) // a part made has finished already
+				d.part.finish(cmp.Or(err, errNotMade)) // a part made has finished already
 			}
 		}
 	}()
