@@ -218,7 +218,9 @@ func checkZeros(s *span, b []byte) error {
 	return nil
 }
 
-// manifest builds the manifest from the layout and the digests.
+// manifest builds the manifest from the layout and the digests. It
+// changes neither: Add runs verifyStored, which reads them, at the same
+// time.
 func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest {
 	m := &objects.Manifest{Schema: objects.ManifestSchema, Format: l.Format,
 		Tensors: make([]objects.Tensor, 0, len(l.Tensors)), Files: make([]objects.File, 0, len(files))}
@@ -230,13 +232,14 @@ func (h *hashes) manifest(l *formats.Layout, files []fileWork) *objects.Manifest
 	shapes := make([]int64, 0, dims) // one arena for every tensor's shape
 	for i, t := range l.Tensors {
 		s := h.tensors[i]
+		digest := s.digest
 		if s.size == 0 {
-			s.digest = objects.Sum(nil)
+			digest = objects.Sum(nil)
 		}
 		start := len(shapes)
 		shapes = append(shapes, t.Shape...)
 		m.Tensors = append(m.Tensors, objects.Tensor{Name: t.Name, DType: t.DType, Shape: shapes[start:len(shapes):len(shapes)],
-			Size: t.Size, Digest: s.digest, Chunks: s.chunks})
+			Size: t.Size, Digest: digest, Chunks: s.chunks})
 	}
 	for fi, f := range files {
 		mf := objects.File{Path: f.Path, Size: f.Size, Role: objects.RoleContainer, Meta: f.Meta}
