@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,7 +187,7 @@ func TestFilePassesShareTheWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[int]bool{procs + directWriters: true}; !maps.Equal(seen, want) {
+	if want := map[int]bool{procs + writersFor([]fileWork{{File: l.Files[0]}, {File: l.Files[1]}}): true}; !maps.Equal(seen, want) {
 		t.Errorf("GOMAXPROCS during the add: %v, want %v", seen, want)
 	}
 	if n := runtime.GOMAXPROCS(0); n != procs {
@@ -257,5 +258,33 @@ func TestBuffersReuse(t *testing.T) {
 	<-done
 	if again := b.get(); again != first || len(*again) != 64 {
 		t.Errorf("lent %p (%d bytes) after %p was given back, want it whole", again, len(*again), first)
+	}
+}
+
+// An add has more writers when most of its bytes are in large extents
+// (written a chunk at a time) than when they are in small ones.
+func TestWritersFor(t *testing.T) {
+	file := func(sizes ...int64) fileWork {
+		var f formats.File
+		for _, n := range sizes {
+			f.Extents = append(f.Extents, formats.Extent{Kind: formats.TensorData, Offset: f.Size, Size: n})
+			f.Size += n
+		}
+		return fileWork{File: f}
+	}
+	for name, c := range map[string]struct {
+		files []fileWork
+		want  int
+	}{
+		"no files":               {nil, directWriters},
+		"small tensors":          {[]fileWork{file(512, 512, 100<<10)}, directWriters},
+		"large tensors":          {[]fileWork{file(100, 4<<20, 9<<20)}, chunkWriters},
+		"small bytes outweigh":   {[]fileWork{file(smallExtent), file(slices.Repeat([]int64{smallExtent - 1}, 3)...)}, directWriters},
+		"large bytes outweigh":   {[]fileWork{file(3 * smallExtent), file(smallExtent-1, smallExtent-1)}, chunkWriters},
+		"half and half is small": {[]fileWork{file(smallExtent, 1024, smallExtent-1024)}, directWriters},
+	} {
+		if got := writersFor(c.files); got != c.want {
+			t.Errorf("%s: %d writers, want %d", name, got, c.want)
+		}
 	}
 }

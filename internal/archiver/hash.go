@@ -99,8 +99,9 @@ func hashAndStore(ctx context.Context, pool *readerPool, l *formats.Layout, file
 
 	// Direct writes block their threads: the writers get Ps of their own
 	// (procs.go), so that hashing never waits beside an idle CPU.
-	defer addProcs(directWriters)()
-	q := startWriters(w, prog)
+	writers := writersFor(files)
+	defer addProcs(writers)()
+	q := startWriters(w, prog, writers)
 	g, gctx := errgroup.WithContext(ctx)
 	type task struct {
 		size int64
