@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-	"text/tabwriter"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -121,33 +120,43 @@ var showCommand = &cli.Command{
 		if detailText != "" {
 			e.printf("\n%s", detailText)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		sumHead := ""
-		if out.SHA256 != nil {
-			sumHead = "\tSHA256"
-		}
-		fmt.Fprintf(tw, "\nFILE\tROLE\tSIZE\tDIGEST%s\n", sumHead)
-		for _, f := range m.Files {
-			sum := ""
+		e.printf("\n")
+		err = printTable(e.stdout, func(emit func(...string)) {
+			head := []string{"FILE", "ROLE", "SIZE", "DIGEST"}
 			if out.SHA256 != nil {
-				sum = "\t" + out.SHA256[f.Path]
+				head = append(head, "SHA256")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", safe(f.Path), safe(string(f.Role)), humanBytes(f.Size), f.Digest.Short(), sum)
+			emit(head...)
+			for _, f := range m.Files {
+				row := []string{safe(f.Path), safe(string(f.Role)), humanBytes(f.Size), f.Digest.Short()}
+				if out.SHA256 != nil {
+					row = append(row, out.SHA256[f.Path])
+				}
+				emit(row...)
+			}
+		})
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "\nTENSOR\tDTYPE\tSHAPE\tSIZE\tDIGEST\n")
-		for _, t := range m.Tensors {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(t.Name), safe(t.DType), shapeString(t.Shape), humanBytes(t.Size), t.Digest.Short())
-		}
-		return tw.Flush()
+		e.printf("\n")
+		return printTable(e.stdout, func(emit func(...string)) {
+			emit("TENSOR", "DTYPE", "SHAPE", "SIZE", "DIGEST")
+			for _, t := range m.Tensors {
+				emit(safe(t.Name), safe(t.DType), shapeString(t.Shape), humanBytes(t.Size), t.Digest.Short())
+			}
+		})
 	},
 }
 
 func shapeString(s []int64) string {
-	parts := make([]string, len(s))
+	b := append(make([]byte, 0, 2+8*len(s)), '[')
 	for i, v := range s {
-		parts[i] = fmt.Sprint(v)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
 	}
-	return "[" + strings.Join(parts, ",") + "]"
+	return string(append(b, ']'))
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
