@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -27,6 +28,9 @@ func printTable(w io.Writer, rows func(emit func(cells ...string))) error {
 			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 		}
 	})
+	// Lines are gathered here too: on a terminal, output writes each
+	// straight through, a write(2) a tensor.
+	bw := bufio.NewWriterSize(w, 64<<10)
 	var err error
 	var line []byte
 	rows(func(cells ...string) {
@@ -39,7 +43,10 @@ func printTable(w io.Writer, rows func(emit func(cells ...string))) error {
 			line = append(line, strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2)...)
 		}
 		line = append(append(line, cells[len(cells)-1]...), '\n')
-		_, err = w.Write(line)
+		_, err = bw.Write(line)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
 }

@@ -43,16 +43,22 @@ func TestPrintTableIsTabwriters(t *testing.T) {
 	}
 }
 
-// A write that fails ends the table with its error.
+// A write that fails ends the table with its error: the first (a short
+// table, written at its end), or one in the middle of a long one, after
+// which nothing more is written.
 func TestPrintTableWriteError(t *testing.T) {
-	w := &failAfter{n: 1}
-	err := printTable(w, func(emit func(...string)) {
-		for range 3 {
-			emit("a", "b")
+	for _, c := range []struct {
+		rows, failAfter int
+	}{{3, 0}, {1000, 1}} {
+		w := &failAfter{n: c.failAfter}
+		err := printTable(w, func(emit func(...string)) {
+			for range c.rows {
+				emit(strings.Repeat("a", 200), "b")
+			}
+		})
+		if err == nil || w.writes != c.failAfter+1 {
+			t.Errorf("%d rows: err %v after %d writes, want write %d's error", c.rows, err, w.writes, c.failAfter+1)
 		}
-	})
-	if err == nil || w.writes != 2 {
-		t.Fatalf("err %v after %d writes, want the second write's error", err, w.writes)
 	}
 }
 
