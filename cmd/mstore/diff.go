@@ -80,35 +80,42 @@ var diffCommand = &cli.Command{
 		}
 		d := out.Diff
 		e.printf("%s", detailText)
-		marks := map[objects.Change]string{objects.Added: "+", objects.Removed: "-", objects.Changed: "~", objects.Unchanged: "="}
-		for _, f := range d.Files {
-			if f.Change != objects.Unchanged || c.Bool("all") {
-				e.printf("%s file   %s (%s)\n", marks[f.Change], safe(f.Path), safe(string(f.Role)))
+		// A line a changed tensor: 100,000 of them, and on a terminal
+		// output writes each through (gathered).
+		err = e.gathered(func() {
+			marks := map[objects.Change]string{objects.Added: "+", objects.Removed: "-", objects.Changed: "~", objects.Unchanged: "="}
+			for _, f := range d.Files {
+				if f.Change != objects.Unchanged || c.Bool("all") {
+					e.printf("%s file   %s (%s)\n", marks[f.Change], safe(f.Path), safe(string(f.Role)))
+				}
 			}
-		}
-		for _, t := range d.Tensors {
-			if t.Change == objects.Unchanged && !c.Bool("all") {
-				continue
+			for _, t := range d.Tensors {
+				if t.Change == objects.Unchanged && !c.Bool("all") {
+					continue
+				}
+				switch t.Change {
+				case objects.Changed:
+					e.printf("~ tensor %s  %s%s → %s%s, %s in new chunks\n", safe(t.Name), safe(t.FromDType), shapeString(t.FromShape),
+						safe(t.ToDType), shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
+				case objects.Removed:
+					e.printf("- tensor %s  %s\n", safe(t.Name), humanBytes(t.FromBytes))
+				case objects.Renamed:
+					e.printf("> tensor %s → %s  same bytes, renamed (%s)\n", safe(t.FromName), safe(t.Name), humanBytes(t.ToBytes))
+				default:
+					e.printf("%s tensor %s  %s\n", marks[t.Change], safe(t.Name), humanBytes(t.ToBytes))
+				}
 			}
-			switch t.Change {
-			case objects.Changed:
-				e.printf("~ tensor %s  %s%s → %s%s, %s in new chunks\n", safe(t.Name), safe(t.FromDType), shapeString(t.FromShape),
-					safe(t.ToDType), shapeString(t.ToShape), humanBytes(t.NewChunkBytes))
-			case objects.Removed:
-				e.printf("- tensor %s  %s\n", safe(t.Name), humanBytes(t.FromBytes))
-			case objects.Renamed:
-				e.printf("> tensor %s → %s  same bytes, renamed (%s)\n", safe(t.FromName), safe(t.Name), humanBytes(t.ToBytes))
-			default:
-				e.printf("%s tensor %s  %s\n", marks[t.Change], safe(t.Name), humanBytes(t.ToBytes))
+			renamed := ""
+			if n := d.Count[objects.Renamed]; n > 0 {
+				renamed = fmt.Sprintf(", %d renamed with the same bytes (%s)", n, humanBytes(d.Bytes[objects.Renamed]))
 			}
+			e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)%s\n",
+				d.Count[objects.Added], humanBytes(d.Bytes[objects.Added]), d.Count[objects.Removed], humanBytes(d.Bytes[objects.Removed]),
+				d.Count[objects.Changed], humanBytes(d.Bytes[objects.Changed]), d.Count[objects.Unchanged], humanBytes(d.Bytes[objects.Unchanged]), renamed)
+		})
+		if err != nil {
+			return err
 		}
-		renamed := ""
-		if n := d.Count[objects.Renamed]; n > 0 {
-			renamed = fmt.Sprintf(", %d renamed with the same bytes (%s)", n, humanBytes(d.Bytes[objects.Renamed]))
-		}
-		e.printf("tensors: %d added (%s), %d removed (%s), %d changed (%s), %d unchanged (%s)%s\n",
-			d.Count[objects.Added], humanBytes(d.Bytes[objects.Added]), d.Count[objects.Removed], humanBytes(d.Bytes[objects.Removed]),
-			d.Count[objects.Changed], humanBytes(d.Bytes[objects.Changed]), d.Count[objects.Unchanged], humanBytes(d.Bytes[objects.Unchanged]), renamed)
 		return differ
 	},
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,6 +79,18 @@ func (e *env) printf(format string, args ...any) {
 	if !e.quiet {
 		io.WriteString(e.stdout, singularize(fmt.Sprintf(format, args...)))
 	}
+}
+
+// gathered runs fn with what it prints gathered in a buffer, written when
+// fn returns: on a terminal, where output writes each write through, a
+// report of a line a tensor was a write(2) a line.
+func (e *env) gathered(fn func()) error {
+	bw := bufio.NewWriterSize(e.stdout, 64<<10)
+	out := e.stdout
+	e.stdout = bw
+	defer func() { e.stdout = out }()
+	fn()
+	return bw.Flush()
 }
 
 // result prints what a script needs (add's digest, serve's URL), even with
