@@ -138,8 +138,7 @@ func Build(name string, d objects.Digest, m *objects.Manifest, enc []byte, files
 	if err != nil {
 		return
 	}
-	mapLayer = Blob{Desc: ocispec.Descriptor{MediaType: MediaTypeMap, Digest: digest.FromBytes(mapJSON), Size: int64(len(mapJSON)),
-		Annotations: map[string]string{AnnotationDigest: d.String()}}, Data: mapJSON}
+	mapLayer = blobOf(MediaTypeMap, mapJSON, map[string]string{AnnotationDigest: d.String()})
 	layers = append(layers, mapLayer.Desc)
 	man := ocispec.Manifest{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: ArtifactType, Config: config.Desc, Layers: layers,
 		Annotations: map[string]string{AnnotationDigest: d.String()}}
@@ -177,7 +176,12 @@ func blob(mediaType string, v any, ann map[string]string) (Blob, error) {
 	if err != nil {
 		return Blob{}, err
 	}
-	return Blob{Desc: ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}, Data: b}, nil
+	return blobOf(mediaType, b, ann), nil
+}
+
+// blobOf is the blob of b, JSON already encoded.
+func blobOf(mediaType string, b []byte, ann map[string]string) Blob {
+	return Blob{Desc: ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}, Data: b}
 }
 
 // fileMetadata is specs-go/v1's FileMetadata. mstore keeps no clocks or
