@@ -108,3 +108,24 @@ func TestOutputBuffersUntilFlush(t *testing.T) {
 		t.Errorf("a failed flush is %s, want io_error", key)
 	}
 }
+
+// What a command prints inside gathered reaches its stdout in one write
+// when fn returns, stdout is the command's again after it, and a failed
+// write is gathered's error.
+func TestGathered(t *testing.T) {
+	w := &failAfter{n: 1}
+	e := &env{stdout: w}
+	if err := e.gathered(func() {
+		for i := range 1000 {
+			e.printf("line %d\n", i)
+		}
+	}); err != nil || w.writes != 1 {
+		t.Fatalf("err %v, %d writes, want one", err, w.writes)
+	}
+	if e.stdout != io.Writer(w) {
+		t.Fatal("stdout was not given back")
+	}
+	if err := e.gathered(func() { e.printf("more\n") }); err == nil {
+		t.Fatal("a failed write was not reported")
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -83,26 +82,5 @@ func TestShapeString(t *testing.T) {
 		if got := shapeString(c.shape); got != c.want {
 			t.Errorf("shapeString(%v) = %q, want %q", c.shape, got, c.want)
 		}
-	}
-}
-
-// What a command prints inside gathered reaches its stdout in one write
-// when fn returns, stdout is the command's again after it, and a failed
-// write is gathered's error.
-func TestGathered(t *testing.T) {
-	w := &failAfter{n: 1}
-	e := &env{stdout: w}
-	if err := e.gathered(func() {
-		for i := range 1000 {
-			e.printf("line %d\n", i)
-		}
-	}); err != nil || w.writes != 1 {
-		t.Fatalf("err %v, %d writes, want one", err, w.writes)
-	}
-	if e.stdout != io.Writer(w) {
-		t.Fatal("stdout was not given back")
-	}
-	if err := e.gathered(func() { e.printf("more\n") }); err == nil {
-		t.Fatal("a failed write was not reported")
 	}
 }
