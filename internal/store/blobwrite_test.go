@@ -316,7 +316,7 @@ func TestPutSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &BlobSet{sorted: []objects.Digest{recs[0].Digest}}
+	set := &BlobSet{blocks: [][]objects.Digest{{recs[0].Digest}}}
 	w = st.NewBlobWriter(set)
 	putFirst := randomBytes(300, 2)
 	if _, err := w.Put(objects.Sum(putFirst), putFirst); err != nil {

@@ -128,6 +128,76 @@ func TestRecordAheadBatches(t *testing.T) {
 	}
 }
 
+// In an index of many pages, RecordAhead's batches also keep to ranges of
+// the key space, one for each rangeIndexBytes of the index, so that no
+// transaction reaches into most of the index's pages; the last range's
+// records are handed back, for the version's transaction.
+func TestRecordAheadKeepsBatchesToKeyRanges(t *testing.T) {
+	defer func(b int64) { rangeIndexBytes = b }(rangeIndexBytes)
+	rangeIndexBytes = 64 << 10
+	st := newStore(t)
+	rec := func(i int) BlobRecord {
+		return BlobRecord{Digest: objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)}), Size: 512,
+			Encoding: EncodingPacked, Pack: PackID{1}, Offset: int64(i) * 512}
+	}
+	var old []BlobRecord
+	for i := range 8000 {
+		old = append(old, rec(i))
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, old) }); err != nil {
+		t.Fatal(err)
+	}
+	ranges := st.keyRanges()
+	if ranges < 4 {
+		t.Fatalf("an index of 8,000 records in %d ranges of %d bytes: the test needs more", ranges, rangeIndexBytes)
+	}
+	var recs []BlobRecord
+	for i := range 3000 {
+		recs = append(recs, rec(8000+i))
+	}
+	before, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := st.RecordAhead(recs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for _, b := range l.Batches[len(before.Batches):] {
+		var first objects.Digest
+		n := 0
+		for _, r := range b.Records {
+			if r.Op != journal.OpPacked {
+				continue
+			}
+			if n == 0 {
+				first = r.Digest
+			}
+			n++
+			if keyRange(r.Digest, ranges) != keyRange(first, ranges) {
+				t.Fatalf("a batch reaches into two ranges of %d: %s and %s", ranges, first.Short(), r.Digest.Short())
+			}
+		}
+		if n == 0 || n > RecordBatch || seen[keyRange(first, ranges)] {
+			t.Fatalf("a batch of %d records, in range %d (seen before: %v)", n, keyRange(first, ranges), seen[keyRange(first, ranges)])
+		}
+		seen[keyRange(first, ranges)] = true
+	}
+	if len(seen) != int(ranges)-1 || len(rest) == 0 {
+		t.Fatalf("%d batches recorded ahead, %d records handed back; want one batch for each of %d ranges but the last", len(seen), len(rest), ranges)
+	}
+	for _, r := range rest {
+		if keyRange(r.Digest, ranges) != ranges-1 {
+			t.Fatalf("handed back %s, in range %d of %d: only the last range's records stay for the version", r.Digest.Short(), keyRange(r.Digest, ranges), ranges)
+		}
+	}
+}
+
 // Records put after every key the index holds fill its pages whole (the
 // first add of a large model); records put among others keep bbolt's half
 // pages, so that pages are not split into a full one and an almost empty

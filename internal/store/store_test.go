@@ -445,14 +445,15 @@ func TestJournalFollowsCommits(t *testing.T) {
 	}
 }
 
-// KnownBlobs is every recorded digest, in key order, in a list sized from
-// the index (not grown: 138 MB allocated for the 22 MB of 700,000), and Has
-// answers for exactly those.
+// KnownBlobs is every recorded digest, in key order, in blocks of
+// knownBlock (not one list grown by append: 138 MB allocated for the 22 MB
+// of 700,000), and Has answers for exactly those, in every block.
 func TestKnownBlobsIsEveryRecord(t *testing.T) {
 	st := newStore(t)
+	n := 2*knownBlock + 5000
 	var recs []BlobRecord
-	for i := range 5000 {
-		d := objects.Sum([]byte{byte(i), byte(i >> 8), 3})
+	for i := range n {
+		d := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16), 3})
 		recs = append(recs, BlobRecord{Digest: d, Size: 64, Encoding: EncodingPacked, Pack: PackID{3}, Offset: int64(i) * 64})
 	}
 	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
@@ -467,13 +468,49 @@ func TestKnownBlobsIsEveryRecord(t *testing.T) {
 		want = append(want, r.Digest)
 	}
 	objects.SortDigests(want)
-	if !slices.Equal(known.sorted, want) || cap(known.sorted) != len(want) {
-		t.Fatalf("KnownBlobs: %d digests (cap %d), want the %d recorded, in key order, in a list of that size", len(known.sorted), cap(known.sorted), len(want))
+	if len(known.blocks) != 3 || len(known.blocks[0]) != knownBlock || len(known.blocks[1]) != knownBlock {
+		t.Fatalf("KnownBlobs of %d digests: %d blocks, want 3, the first two of %d", n, len(known.blocks), knownBlock)
+	}
+	if got := slices.Concat(known.blocks...); !slices.Equal(got, want) {
+		t.Fatalf("KnownBlobs: %d digests, want the %d recorded, in key order", len(got), len(want))
 	}
 	for i, d := range want {
-		absent := objects.Sum([]byte{byte(i), byte(i >> 8), 4})
+		absent := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16), 4})
 		if !known.Has(d) || known.Has(absent) {
 			t.Fatalf("Has(recorded %s) = %v, Has(absent %s) = %v", d.Short(), known.Has(d), absent.Short(), known.Has(absent))
+		}
+	}
+	if (&BlobSet{}).Has(want[0]) {
+		t.Fatal("an empty snapshot has a digest")
+	}
+}
+
+// Once a writer forgets its snapshot, Put asks the index: a blob recorded
+// since the snapshot is not written again, a suspect one is, and so is one
+// the index does not record.
+func TestForgetKnownAsksTheIndex(t *testing.T) {
+	st := newStore(t)
+	known, err := st.KnownBlobs() // empty
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, st, []byte("recorded after the snapshot"))
+	suspect := commit(t, st, []byte("marked suspect"))[0]
+	err = st.Update(func(tx *bolt.Tx) error {
+		return MarkSuspect(tx, map[objects.Digest]string{suspect.Digest: "corrupt"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := st.NewBlobWriter(known)
+	defer w.Abort()
+	w.ForgetKnown()
+	for _, c := range []struct {
+		data  string
+		write bool
+	}{{"recorded after the snapshot", false}, {"marked suspect", true}, {"new", true}} {
+		if wrote, err := w.Put(objects.Sum([]byte(c.data)), []byte(c.data)); err != nil || wrote != c.write {
+			t.Errorf("Put(%q) after ForgetKnown: wrote %v (%v), want %v", c.data, wrote, err, c.write)
 		}
 	}
 }
