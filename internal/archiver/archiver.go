@@ -150,7 +150,7 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	w.SyncAhead() // the disk flushes the blobs while the manifest is built
+	w.SyncAhead()   // the disk flushes the blobs while the manifest is built
 	w.ForgetKnown() // the snapshot of the store's digests is not held through the commit
 	large := len(layout.Tensors) >= largeModel
 	collect(large) // what the hashing left, before the manifest is built
