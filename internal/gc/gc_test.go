@@ -2,6 +2,7 @@ package gc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -127,6 +128,46 @@ func TestGCKeepsEveryNamedVersionAndFreesTheRest(t *testing.T) {
 	plan, res, err = gc.Run(context.Background(), f.st, noGrace)
 	if err != nil || res.FreedBlobs != 0 || res.DeletedFiles != 0 || len(plan.Repacks) != 0 {
 		t.Fatalf("second gc: %+v, %+v, %v", plan, res, err)
+	}
+}
+
+// A plan that holds what versions need in memory and one that spills it
+// to runs at almost every manifest decide the same: what is removed, kept,
+// repacked and missing (after a trim, which leaves packs to repack). The
+// runs leave no file behind.
+func TestGCPlanIsTheSameWhenItSpills(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.update(t, func(tx *bolt.Tx) error {
+		_, err := refs.TrimHistory(tx, "m", 1)
+		return err
+	})
+	before := files(t, f.st)
+	dry := noGrace
+	dry.DryRun = true
+	var plans []string
+	for _, budget := range []int{0, 32, 96, 4096} {
+		dry.LiveBudget = budget
+		plan, _, err := gc.Run(context.Background(), f.st, dry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, string(b))
+		if len(plan.Repacks) == 0 || plan.FreedBlobs == 0 {
+			t.Fatalf("budget %d: %d repacks, %d blobs freed; the fixture must give both", budget, len(plan.Repacks), plan.FreedBlobs)
+		}
+	}
+	for i, p := range plans[1:] {
+		if p != plans[0] {
+			t.Fatalf("the plan with budget %d differs from the one in memory:\n%s\n%s", []int{32, 96, 4096}[i], p, plans[0])
+		}
+	}
+	if after := files(t, f.st); !slices.Equal(after, before) {
+		t.Fatalf("files after the plans %v, before %v", after, before)
 	}
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 	DryRun bool
 	// Now is the clock the grace period is measured with; nil is time.Now.
 	Now func() time.Time
+	// LiveBudget is the most bytes of needed digests the plan holds in
+	// memory before it writes them to runs in the store's temp area;
+	// zero means DefaultLiveBudget.
+	LiveBudget int
 
 	// without, set only by Estimate, plans as if these names were gone; such
 	// a plan is never executed.
@@ -131,13 +135,16 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Plan, *Result, er
 
 // NewPlan marks and plans the sweep. The caller holds the exclusive lock.
 //
-// What it holds grows with what the named versions need, not with every
-// record: the digests they need, sorted and each once (32 bytes a blob),
+// What it holds is bounded: the digests the named versions need, sorted
+// and each once (32 bytes a blob), are held up to Options.LiveBudget and beyond it
+// written to runs in the store's temp area (liveSet), and read back merged
 // while the blob records are walked in key order, twice at most, in the
 // same read transaction as the marks and the walk of the files. A store of
 // seven versions of 100,000 new small blobs each took 526 MB to plan when
 // every record was kept in a map, and every live packed one again in its
-// pack's list.
+// pack's list; one of sixteen, 85 MB of digests when all were held. What
+// grows with the store is only what the plan does: the records it removes
+// or moves, and the live deltas (whose bases are checked after the walk).
 func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) {
 	p := &Plan{RemoveManifests: []objects.Digest{}, DeleteFiles: []File{}, Repacks: []Repack{},
 		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, Unreadable: []Unreadable{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{},
@@ -147,8 +154,9 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 		if err != nil {
 			return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the refs; nothing was deleted (run `mstore fsck`)")
 		}
-		live, err := p.mark(ctx, st, tx, reachable)
-		if err != nil {
+		live := newLiveSet(opts.LiveBudget, st.ScratchFile)
+		defer live.close()
+		if err := p.mark(ctx, st, tx, reachable, live); err != nil {
 			return err
 		}
 		err = store.ForEachManifest(tx, func(d objects.Digest) error {
@@ -173,14 +181,13 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 	return p, nil
 }
 
-// mark returns the digests of the blobs the reachable versions need, their
-// manifests' own blobs among them, in key order and each once. A version
-// whose manifest cannot be read is listed in p.Unreadable.
-func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable map[objects.Digest]bool) ([]objects.Digest, error) {
-	var live digestSet
+// mark gathers into live the digests of the blobs the reachable versions
+// need, their manifests' own blobs among them. A version whose manifest
+// cannot be read is listed in p.Unreadable.
+func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable map[objects.Digest]bool, live *liveSet) error {
 	for _, d := range sortedDigests(reachable) {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		size, _ := store.ManifestSize(tx, d)
 		store.CollectBeforeManifest(size)
@@ -191,71 +198,60 @@ func (p *Plan) mark(ctx context.Context, st *store.Store, tx *bolt.Tx, reachable
 		}
 		live.reserve(m.ChunkRefs() + 1)
 		live.pending = m.AppendBlobs(append(live.pending, d)) // and the manifest's own blob copy
-		live.settle()
-	}
-	return live.sorted(), nil
-}
-
-// digestSet gathers digests into one sorted list, each once. What is
-// appended to pending waits until it is as long as what is held (or 1 Mi
-// digests), then is sorted and merged in (settle): a blob that many
-// versions need costs 32 bytes once, and the merges cost O(n log n) in
-// all.
-type digestSet struct{ held, pending []objects.Digest }
-
-// reserve makes room for n more pending digests, doubling: appends of a
-// manifest's blobs at a time grew the list by a quarter each time, and
-// allocated five times what it held.
-func (s *digestSet) reserve(n int) {
-	if cap(s.pending)-len(s.pending) < n {
-		s.pending = slices.Grow(s.pending, max(n, cap(s.pending)))
-	}
-}
-
-func (s *digestSet) settle() {
-	if len(s.pending) >= max(len(s.held), 1<<20) {
-		s.flush()
-	}
-}
-
-func (s *digestSet) flush() {
-	objects.SortDigests(s.pending)
-	if len(s.held) == 0 { // the first: pending becomes what is held
-		s.held, s.pending = slices.Compact(s.pending), nil
-		return
-	}
-	s.held = mergeDigests(s.held, slices.Compact(s.pending))
-	s.pending = s.pending[:0]
-}
-
-func (s *digestSet) sorted() []objects.Digest {
-	s.flush()
-	s.pending = nil
-	return s.held
-}
-
-// mergeDigests merges b into a, both in key order and each digest once in
-// each, and returns the result the same way; it may reuse a's memory.
-func mergeDigests(a, b []objects.Digest) []objects.Digest {
-	n := len(a)
-	a = slices.Grow(a, len(b))[:n+len(b)]
-	i, j := n-1, len(b)-1
-	for k := len(a) - 1; j >= 0; k-- { // from the back: a's own elements are moved before they are overwritten
-		if i >= 0 && objects.CompareDigests(a[i], b[j]) > 0 {
-			a[k] = a[i]
-			i--
-		} else {
-			a[k] = b[j]
-			j--
+		if err := live.settle(); err != nil {
+			return fmt.Errorf("%w; nothing was deleted", err)
 		}
 	}
-	return slices.Compact(a)
+	live.finish()
+	return nil
 }
 
 // packLive is what a pack holds that a named version needs.
 type packLive struct {
 	blobs int
 	bytes int64 // stored
+}
+
+// plus is l with r's copy in the pack counted.
+func (l packLive) plus(r store.BlobRecord) packLive {
+	return packLive{blobs: l.blobs + 1, bytes: l.bytes + r.StoredSize()}
+}
+
+// liveDelta is a live delta, and whether its pack is there.
+type liveDelta struct {
+	rec    store.BlobRecord
+	inPack bool
+}
+
+// checkBases decides, for each live delta, whether its base is live (a
+// second pass over live, in the bases' order): a delta whose base no
+// version needs is coded again on its own (its copy in its pack dies,
+// a new one is written), one whose base the index lacks cannot be read
+// (its base is missing), and the others keep their copies.
+func (p *Plan) checkBases(live *liveSet, deltas []liveDelta, livePacked map[store.PackID]packLive) error {
+	if len(deltas) == 0 {
+		return nil
+	}
+	slices.SortFunc(deltas, func(a, b liveDelta) int { return objects.CompareDigests(a.rec.Base, b.rec.Base) })
+	marks := live.stream(true)
+	for _, dl := range deltas {
+		r := dl.rec
+		reencode := false
+		if !marks.seek(r.Base, nil) && !(p.KeptAllBlobs && r.BaseRec != nil) {
+			if r.BaseRec == nil {
+				p.Missing = append(p.Missing, r.Base)
+			} else {
+				p.reencode = append(p.reencode, r)
+				reencode = true
+			}
+		}
+		if dl.inPack && !reencode {
+			livePacked[r.Pack] = livePacked[r.Pack].plus(r)
+		}
+	}
+	// In key order, as the walk found them.
+	slices.SortFunc(p.reencode, func(a, b store.BlobRecord) int { return objects.CompareDigests(a.Digest, b.Digest) })
+	return marks.err
 }
 
 // sweep decides, from the marks, the blob records and the files on disk,
@@ -265,7 +261,7 @@ type packLive struct {
 // (Execute, in the same transaction that removes the base's record): a
 // live delta never loses its base. A delta whose base the index lacks
 // cannot be read: its base is reported missing.
-func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live []objects.Digest) error {
+func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) error {
 	grace := opts.Grace
 	if grace == 0 {
 		grace = DefaultGrace
@@ -302,30 +298,19 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live []objects.
 	recordedLoose := map[objects.Digest]bool{} // loose files whose blob is recorded as one
 	recordedPacks := map[store.PackID]bool{}
 	livePacked := map[store.PackID]packLive{}
-	next := 0 // live[next] is the first mark the walk has not passed
+	var deltas []liveDelta // their bases are checked after the walk
+	marks := live.stream(true)
 	err = store.ForEachBlob(tx, func(r store.BlobRecord) error {
-		for ; next < len(live) && objects.CompareDigests(live[next], r.Digest) < 0; next++ {
-			p.missing(live[next])
-		}
 		isLive := p.KeptAllBlobs
-		if next < len(live) && live[next] == r.Digest {
+		if marks.seek(r.Digest, p.missing) {
 			isLive = true
-			next++
+			marks.advance()
 		}
 		if _, ok := loose[r.Digest]; ok && r.Encoding == store.EncodingRaw {
 			recordedLoose[r.Digest] = true
 		}
 		if r.Encoding == store.EncodingPacked {
 			recordedPacks[r.Pack] = true
-		}
-		reencode := false
-		if isLive && r.Coding == store.CodingDelta && !objects.HasDigest(live, r.Base) && !(p.KeptAllBlobs && r.BaseRec != nil) {
-			if r.BaseRec == nil {
-				p.Missing = append(p.Missing, r.Base)
-			} else {
-				p.reencode = append(p.reencode, r)
-				reencode = true
-			}
 		}
 		switch {
 		case !isLive:
@@ -342,24 +327,29 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live []objects.
 		default:
 			p.LiveBlobs++
 			p.LiveBytes += r.Size
-			if _, ok := packs[r.Pack]; !ok {
+			_, inPack := packs[r.Pack]
+			if !inPack {
 				p.Missing = append(p.Missing, r.Digest)
-				return nil
 			}
-			if !reencode { // its copy here dies: a new one is written
-				l := livePacked[r.Pack]
-				l.blobs++
-				l.bytes += r.StoredSize()
-				livePacked[r.Pack] = l
+			if r.Coding == store.CodingDelta {
+				deltas = append(deltas, liveDelta{rec: r, inPack: inPack})
+			} else if inPack {
+				livePacked[r.Pack] = livePacked[r.Pack].plus(r)
 			}
 		}
 		return nil
 	})
+	if err == nil {
+		for d, ok := marks.peek(); ok; d, ok = marks.advance() {
+			p.missing(d)
+		}
+		err = marks.err
+	}
 	if err != nil {
 		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
 	}
-	for ; next < len(live); next++ {
-		p.missing(live[next])
+	if err := p.checkBases(live, deltas, livePacked); err != nil {
+		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
 	}
 	p.FreedBlobs = len(p.deadRecords)
 	p.Reencoded = len(p.reencode)
@@ -417,7 +407,7 @@ func (p *Plan) missing(d objects.Digest) {
 // gatherRepacks walks the records again for the live blobs of the packs to
 // repack (deltas coded again aside: a new copy of each is written), in
 // pack and offset order: only they are held, not every live packed blob.
-func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live []objects.Digest) error {
+func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live *liveSet) error {
 	if len(repacks) == 0 {
 		return nil
 	}
@@ -425,12 +415,19 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live []
 	for _, r := range p.reencode {
 		reencoded[r.Digest] = true
 	}
+	marks := live.stream(true) // in key order, as the records
 	err := store.ForEachBlob(tx, func(r store.BlobRecord) error {
-		if r.Encoding == store.EncodingPacked && repacks[r.Pack] && !reencoded[r.Digest] && (p.KeptAllBlobs || objects.HasDigest(live, r.Digest)) {
+		if r.Encoding != store.EncodingPacked || !repacks[r.Pack] || reencoded[r.Digest] {
+			return nil
+		}
+		if marks.seek(r.Digest, nil) || p.KeptAllBlobs {
 			p.repackRecs = append(p.repackRecs, r)
 		}
 		return nil
 	})
+	if err == nil {
+		err = marks.err
+	}
 	slices.SortStableFunc(p.repackRecs, func(a, b store.BlobRecord) int {
 		if c := bytes.Compare(a.Pack[:], b.Pack[:]); c != 0 {
 			return c

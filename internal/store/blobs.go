@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -636,6 +637,24 @@ func (s *Store) createTemp(name string) (string, WritableFile, error) {
 		return "", nil, fmt.Errorf("store: %w", err)
 	}
 	return p, f, nil
+}
+
+// ScratchFile creates a file in the store's temp area for a command's own
+// scratch data (gc's runs of digests), which the caller reads and writes
+// and which is gone once closed: its name is removed at once, so that
+// nothing is left behind, even by a crash, and no walk of the store's
+// files sees it.
+func (s *Store) ScratchFile() (*os.File, error) {
+	p := s.tempPath("scratch")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := os.Remove(p); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return f, nil
 }
 
 // tempPath is a new name in tmp/ that starts with name.
