@@ -19,15 +19,19 @@ func TestAddFailpoints(t *testing.T) {
 	points := []struct {
 		name      string
 		committed bool // the version is in the store after the crash
+		env       []string
 	}{
-		{store.FailBlobTempWritten, false},
-		{store.FailBeforeSync, false},
-		{store.FailAfterRename, false},
-		{store.FailBlobsDurable, false},
-		{store.FailBeforeIndexCommit, false},
+		{store.FailBlobTempWritten, false, nil},
+		{store.FailBeforeSync, false, nil},
+		{store.FailAfterRename, false, nil},
+		{store.FailBlobsDurable, false, nil},
+		{store.FailBeforeIndexCommit, false, nil},
+		// Ranges of 4 KB of index: the blobs are recorded ahead of the
+		// version in several batches, and the add is killed after the first.
+		{store.FailAddBlobsRecorded, false, []string{"MSTORE_INDEX_RANGE_BYTES=4096"}},
 		// Manifest, blob records and ref move are one transaction: there is
 		// no instant between the commit and the ref write.
-		{store.FailAfterIndexCommit, true},
+		{store.FailAfterIndexCommit, true, nil},
 	}
 	for _, p := range points {
 		t.Run(p.name, func(t *testing.T) {
@@ -36,7 +40,7 @@ func TestAddFailpoints(t *testing.T) {
 			first := c.add(dirs[0], "--name", "m", "--tag", "v0")
 			before := c.readNames()
 
-			run := c.start([]string{"MSTORE_FAILPOINT=" + p.name}, "add", dirs[1], "--name", "m", "--tag", "v1")
+			run := c.start(append([]string{"MSTORE_FAILPOINT=" + p.name}, p.env...), "add", dirs[1], "--name", "m", "--tag", "v1")
 			if o := run.wait(t); o.signal != syscall.SIGKILL {
 				t.Fatalf("add with failpoint %s: %s, want killed by SIGKILL\nstderr: %s", p.name, o, run.stderr.String())
 			}
@@ -70,7 +74,7 @@ func TestGCFailpoints(t *testing.T) {
 	t.Parallel()
 	dirs, trees := crashModels(t, t.TempDir(), 4)
 	for _, point := range []string{gc.FailAfterMark, gc.FailAfterRepack, store.FailBeforeIndexCommit,
-		store.FailAfterIndexCommit, gc.FailAfterCommit, gc.FailAfterDelete} {
+		store.FailAfterIndexCommit, gc.FailBetweenRemovals, gc.FailAfterCommit, gc.FailAfterDelete} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			c := newRaceCLI(t)
@@ -81,7 +85,9 @@ func TestGCFailpoints(t *testing.T) {
 			c.ok("rm", "x")
 			c.ok("trim", "m", "--keep", "1") // m's first two versions go; their packs are shared with the third
 
-			run := c.start([]string{"MSTORE_FAILPOINT=" + point}, "gc", "--grace", "0")
+			// Ranges of 4 KB of index: the dead records are removed in
+			// several batches (FailBetweenRemovals is reached).
+			run := c.start([]string{"MSTORE_FAILPOINT=" + point, "MSTORE_INDEX_RANGE_BYTES=4096"}, "gc", "--grace", "0")
 			if o := run.wait(t); o.signal != syscall.SIGKILL {
 				t.Fatalf("gc with failpoint %s: %s, want killed by SIGKILL\nstderr: %s", point, o, run.stderr.String())
 			}

@@ -36,11 +36,15 @@
 // if one has.
 //
 // Order, so that a crash anywhere loses nothing: new packs are durable
-// before any record points at them; records and manifests are removed in
-// one transaction; files are deleted only after it committed. A crash
-// between the commit and the deletes leaves unrecorded files, which fsck
-// reports as leftovers and the next gc deletes. A failed delete is reported
-// and makes gc fail; the file stays, as a leftover.
+// before any record points at them; the manifests, the repacked records
+// and the first batch of dead records change in one transaction, the other
+// dead records in batches after it, each keeping to a range of the key
+// space (so that no transaction rewrites the whole index); files are
+// deleted only after the last. A crash between two batches leaves blob
+// records no version needs, which fsck calls unreferenced and the next gc
+// removes; one between the commit and the deletes leaves unrecorded files,
+// which fsck reports as leftovers and the next gc deletes. A failed delete
+// is reported and makes gc fail; the file stays, as a leftover.
 //
 // Estimates: EstimateWithout and UsageOf say what a change to the names
 // (rm, trim, every name of one version) would let gc free, by making the
@@ -50,5 +54,5 @@
 // `trim --dry-run` print the planner's own figures, not a guess.
 //
 // Failpoints (see store.Failpoint): FailAfterMark, FailAfterRepack,
-// FailAfterCommit, FailAfterDelete.
+// FailBetweenRemovals, FailAfterCommit, FailAfterDelete.
 package gc

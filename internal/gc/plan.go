@@ -25,8 +25,11 @@ const DefaultGrace = time.Hour
 const (
 	FailAfterMark   = "gc-after-mark"   // the plan is made, nothing changed
 	FailAfterRepack = "gc-after-repack" // new packs are durable, not recorded
-	FailAfterCommit = "gc-after-commit" // the index no longer records what goes
-	FailAfterDelete = "gc-after-delete" // the first file is deleted
+	// FailBetweenRemovals: the versions and the first batch of dead blob
+	// records are removed, not the other batches (commit).
+	FailBetweenRemovals = "gc-between-removals"
+	FailAfterCommit     = "gc-after-commit" // the index no longer records what goes
+	FailAfterDelete     = "gc-after-delete" // the first file is deleted
 )
 
 // Options say how gc runs.

@@ -11,6 +11,10 @@ package store
 //	MSTORE_FAILPOINT=NAME:stop   the process SIGSTOPs itself at NAME and goes
 //	                             on when it receives SIGCONT
 //
+// and MSTORE_INDEX_RANGE_BYTES=N cuts the key space into ranges of N bytes
+// of index (rangeIndexBytes), so that a test's small index is written in
+// several batches and the instants between them can be reached.
+//
 // The points of an add, in order: FailBlobTempWritten, FailBeforeSync,
 // FailAfterRename, FailBlobsDurable, FailBeforeIndexCommit,
 // FailAfterIndexCommit. The manifest, the blob records and the ref are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,15 @@ var failpoint = sync.OnceValues(func() (name, action string) {
 })
 
 var failpointFired atomic.Bool
+
+// In a failpoints build MSTORE_INDEX_RANGE_BYTES sets rangeIndexBytes, so
+// that a test's small index is cut into several ranges and the instants
+// between their batches can be reached.
+func init() {
+	if n, err := strconv.ParseInt(os.Getenv("MSTORE_INDEX_RANGE_BYTES"), 10, 64); err == nil && n > 0 {
+		rangeIndexBytes = n
+	}
+}
 
 // Failpoint stops the process if MSTORE_FAILPOINT names point, the first
 // time the process reaches it. Without the variable it costs a comparison.

@@ -278,6 +278,22 @@ func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, 
 	return append(recs, held...), nil
 }
 
+// Batches cuts recs, sorted in key order here, into batches as RecordAhead
+// records them (at most RecordBatch records, each in one range of the key
+// space), for the transactions of another write of many records: gc's
+// removals.
+func (s *Store) Batches(recs []BlobRecord) [][]BlobRecord {
+	sortByDigest(recs)
+	ranges := s.keyRanges()
+	var out [][]BlobRecord
+	for len(recs) > 0 {
+		n := batchLen(recs, ranges)
+		out = append(out, recs[:n:n])
+		recs = recs[n:]
+	}
+	return out
+}
+
 // keyRanges is how many ranges of the key space RecordAhead cuts its
 // batches by: one for each rangeIndexBytes of the index.
 func (s *Store) keyRanges() uint64 {

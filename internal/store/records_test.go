@@ -198,6 +198,35 @@ func TestRecordAheadKeepsBatchesToKeyRanges(t *testing.T) {
 	}
 }
 
+// Batches cuts records as RecordAhead does: in key order, every record
+// once, each batch within one range and at most RecordBatch long.
+func TestBatchesKeepToKeyRanges(t *testing.T) {
+	defer func(b int64) { rangeIndexBytes = b }(rangeIndexBytes)
+	st := newStore(t)
+	var recs []BlobRecord
+	for i := range RecordBatch + 5000 {
+		recs = append(recs, BlobRecord{Digest: objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16)}), Size: 1, Encoding: EncodingPacked})
+	}
+	for _, size := range []int64{1 << 40, 4096} { // one range; more than there are records
+		rangeIndexBytes = size
+		ranges := st.keyRanges()
+		batches := st.Batches(slices.Clone(recs))
+		var all []BlobRecord
+		for _, b := range batches {
+			if len(b) == 0 || len(b) > RecordBatch || keyRange(b[0].Digest, ranges) != keyRange(b[len(b)-1].Digest, ranges) {
+				t.Fatalf("%d ranges: a batch of %d records from range %d to %d", ranges, len(b), keyRange(b[0].Digest, ranges), keyRange(b[len(b)-1].Digest, ranges))
+			}
+			all = append(all, b...)
+		}
+		if len(all) != len(recs) || !slices.IsSortedFunc(all, compareRecords) {
+			t.Fatalf("%d ranges: batches of %d records in all (sorted: %v), want the %d given", ranges, len(all), slices.IsSortedFunc(all, compareRecords), len(recs))
+		}
+		if ranges == 1 && len(batches) != 2 || ranges > 1 && len(batches) <= 2 {
+			t.Fatalf("%d ranges: %d batches", ranges, len(batches))
+		}
+	}
+}
+
 // Records put after every key the index holds fill its pages whole (the
 // first add of a large model); records put among others keep bbolt's half
 // pages, so that pages are not split into a full one and an almost empty
