@@ -18,7 +18,7 @@ import (
 // maxRuns) to more than the pool (nothing spilled). Its runs are unnamed
 // files: the scratch directory stays empty.
 func TestLiveSet(t *testing.T) {
-	pool := make([]objects.Digest, 3000)
+	pool := make([]objects.Digest, 1500)
 	for i := range pool {
 		pool[i] = objects.Sum([]byte{byte(i), byte(i >> 8)})
 	}
@@ -36,12 +36,12 @@ func TestLiveSet(t *testing.T) {
 	mergedRuns := false // more files made than maxRuns: the runs were merged
 	sortedPool := slices.Clone(pool)
 	objects.SortDigests(sortedPool)
-	for seed := range uint64(60) {
+	for seed := range uint64(32) {
 		r := rand.New(rand.NewPCG(seed, 2))
 		s := newLiveSet([]int{1, 7, 100, 5000}[seed%4]*len(objects.Digest{}), scratch)
 		created = 0
 		var all []objects.Digest
-		for range r.IntN(80) {
+		for range r.IntN(60) {
 			n := r.IntN(300)
 			s.reserve(n)
 			for range n {
