@@ -302,7 +302,7 @@ func TestAddFailsWhenAKnownBlobLeaves(t *testing.T) {
 	}
 	defer func(f func([]byte) error) { checkReadBack = f }(checkReadBack)
 	checkReadBack = func(b []byte) error { // after the known blobs were taken, before the commit
-		if err := st.Update(func(tx *bolt.Tx) error { return store.RemoveBlobRecords(tx, []store.BlobRecord{gone}) }); err != nil {
+		if err := st.Update(func(tx *bolt.Tx) error { return store.RemoveBlobRecords(tx, []store.RecordPrint{store.PrintOf(gone)}) }); err != nil {
 			t.Error(err)
 		}
 		return objects.CheckReadBack(b)

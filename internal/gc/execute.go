@@ -173,8 +173,8 @@ func (p *Plan) commit(st *store.Store, newRecs []store.BlobRecord) (committed bo
 	// the manifests; the rest are records no version left needs, so a
 	// crash between two batches leaves only what fsck calls unreferenced
 	// and the next gc removes (files are deleted after the last batch).
-	batches := st.Batches(p.deadRecords)
-	first := []store.BlobRecord{}
+	batches := store.Batches(st, p.dead, func(r *store.RecordPrint) objects.Digest { return r.Digest })
+	first := []store.RecordPrint{}
 	if len(batches) > 0 {
 		first, batches = batches[0], batches[1:]
 	}

@@ -97,8 +97,8 @@ type Plan struct {
 	// a base no version needs any more can go.
 	Reencoded int `json:"reencoded_deltas"`
 
-	deadRecords []store.BlobRecord
-	repackRecs  []store.BlobRecord // live records in packs to repack, in pack and offset order
+	dead       []store.RecordPrint // the blob records removed, in key order
+	repackRecs []store.BlobRecord  // live records in packs to repack, in pack and offset order
 	// reencode holds the live deltas whose base no version needs any
 	// more: they are coded again on their own, and the base goes.
 	reencode    []store.BlobRecord
@@ -139,15 +139,17 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Plan, *Result, er
 // NewPlan marks and plans the sweep. The caller holds the exclusive lock.
 //
 // What it holds is bounded: the digests the named versions need, sorted
-// and each once (32 bytes a blob), are held up to Options.LiveBudget and beyond it
-// written to runs in the store's temp area (liveSet), and read back merged
-// while the blob records are walked in key order, twice at most, in the
-// same read transaction as the marks and the walk of the files. A store of
+// and each once (32 bytes a blob), are held up to Options.LiveBudget,
+// beyond it written to runs in the store's temp area (liveSet), and read
+// back merged while the blob records are walked in key order, twice at
+// most, in the same read transaction as the marks and the walk of the
+// files. A store of
 // seven versions of 100,000 new small blobs each took 526 MB to plan when
 // every record was kept in a map, and every live packed one again in its
 // pack's list; one of sixteen, 85 MB of digests when all were held. What
 // grows with the store is only what the plan does: the records it removes
-// or moves, and the live deltas (whose bases are checked after the walk).
+// (a print of 48 bytes each, store.RecordPrint) or moves, and the live
+// deltas (whose bases are checked after the walk).
 func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) {
 	p := &Plan{RemoveManifests: []objects.Digest{}, DeleteFiles: []File{}, Repacks: []Repack{},
 		Orphans: []File{}, KeptOrphans: []File{}, Missing: []objects.Digest{}, Unreadable: []Unreadable{}, manifestSet: map[objects.Digest]bool{}, sizes: map[string]int64{},
@@ -261,9 +263,10 @@ func (p *Plan) checkBases(live *liveSet, deltas []liveDelta, livePacked map[stor
 // what goes. tx is the read transaction the marks were taken in.
 //
 // A delta whose base no version needs any more is coded again on its own
-// (Execute, in the same transaction that removes the base's record): a
-// live delta never loses its base. A delta whose base the index lacks
-// cannot be read: its base is reported missing.
+// (checkBases; Execute records the new copy in its first transaction, the
+// one that removes the base's record or one before it): a live delta never
+// loses its base. A delta whose base the index lacks cannot be read: its
+// base is reported missing.
 func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) error {
 	grace := opts.Grace
 	if grace == 0 {
@@ -317,7 +320,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 		}
 		switch {
 		case !isLive:
-			p.deadRecords = append(p.deadRecords, r)
+			p.dead = append(p.dead, store.PrintOf(r))
 			if f, ok := loose[r.Digest]; ok && r.Encoding == store.EncodingRaw {
 				p.deleteFile(f, "no named version needs this blob")
 			}
@@ -354,7 +357,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 	if err := p.checkBases(live, deltas, livePacked); err != nil {
 		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
 	}
-	p.FreedBlobs = len(p.deadRecords)
+	p.FreedBlobs = len(p.dead)
 	p.Reencoded = len(p.reencode)
 
 	var unrecorded []store.StoredFile

@@ -175,7 +175,7 @@ func TestFsckFindsDamage(t *testing.T) {
 		}, "blob", "missing"},
 		{"blob record removed", func(t *testing.T, f *fixture) string {
 			r := f.blob(t, store.EncodingPacked)
-			f.update(t, func(tx *bolt.Tx) error { return store.RemoveBlobRecords(tx, []store.BlobRecord{r}) })
+			f.update(t, func(tx *bolt.Tx) error { return store.RemoveBlobRecords(tx, []store.RecordPrint{store.PrintOf(r)}) })
 			return r.Digest.String()
 		}, "blob", "missing"},
 		{"manifest a ref names removed", func(t *testing.T, f *fixture) string {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/internal/objects"
 )
@@ -198,7 +200,45 @@ func TestRecordAheadKeepsBatchesToKeyRanges(t *testing.T) {
 	}
 }
 
-// Batches cuts records as RecordAhead does: in key order, every record
+// RemoveBlobRecords removes what it was given prints of, and refuses, with
+// a conflict and removing nothing, a record that changed since its print
+// was taken or is gone.
+func TestRemoveBlobRecordsChecksPrints(t *testing.T) {
+	st := newStore(t)
+	recs := commit(t, st, []byte("one"), []byte("two"), []byte("three"))
+	prints := make([]RecordPrint, len(recs))
+	for i, r := range recs {
+		prints[i] = PrintOf(r)
+	}
+	moved := recs[1]
+	moved.Offset++
+	err := st.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Put(moved.Digest[:], encodeBlobRecord(moved))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *bolt.Tx) error { return RemoveBlobRecords(tx, prints) })
+	if !errors.Is(err, errs.Conflict) {
+		t.Fatalf("removal of a record changed since its print: err = %v, want conflict", err)
+	}
+	for _, p := range [][]RecordPrint{{prints[0], prints[2]}, {prints[0]}} {
+		err = st.Update(func(tx *bolt.Tx) error { return RemoveBlobRecords(tx, p) })
+		if len(p) == 2 && err != nil || len(p) == 1 && !errors.Is(err, errs.Conflict) {
+			t.Fatalf("removal of %d records (the second time gone): err = %v", len(p), err)
+		}
+	}
+	st.View(func(tx *bolt.Tx) error {
+		for i, r := range recs {
+			if _, ok, _ := Blob(tx, r.Digest); ok != (i == 1) {
+				t.Errorf("record %d recorded: %v", i, ok)
+			}
+		}
+		return nil
+	})
+}
+
+// Batches cuts records in key order as RecordAhead does: every record
 // once, each batch within one range and at most RecordBatch long.
 func TestBatchesKeepToKeyRanges(t *testing.T) {
 	defer func(b int64) { rangeIndexBytes = b }(rangeIndexBytes)
@@ -210,7 +250,9 @@ func TestBatchesKeepToKeyRanges(t *testing.T) {
 	for _, size := range []int64{1 << 40, 4096} { // one range; more than there are records
 		rangeIndexBytes = size
 		ranges := st.keyRanges()
-		batches := st.Batches(slices.Clone(recs))
+		sorted := slices.Clone(recs)
+		sortByDigest(sorted)
+		batches := Batches(st, sorted, recordDigest)
 		var all []BlobRecord
 		for _, b := range batches {
 			if len(b) == 0 || len(b) > RecordBatch || keyRange(b[0].Digest, ranges) != keyRange(b[len(b)-1].Digest, ranges) {
