@@ -28,11 +28,13 @@ type Result struct {
 
 // Execute carries out the plan. The caller holds the exclusive lock it was
 // made under. A failure before the index commit changes nothing and
-// returns no Result. Execute fails when a delete fails (after trying every other
-// one) and when a blob a named version needs is missing (after doing the
-// rest: nothing gc frees could bring it back). Deletes are not synced: a
-// delete lost in a power failure brings back an unrecorded file, which the
-// next gc deletes.
+// returns no Result. One in a later batch of removals returns none either:
+// the versions are gone, every file stays, and the next gc removes the
+// dead records left. Execute fails when a delete fails (after trying every
+// other one) and when a blob a named version needs is missing (after doing
+// the rest: nothing gc frees could bring it back). Deletes are not synced:
+// a delete lost in a power failure brings back an unrecorded file, which
+// the next gc deletes.
 func (p *Plan) Execute(ctx context.Context, st *store.Store) (*Result, error) {
 	if p.hypothetical {
 		return nil, errors.New("gc: a plan made for an estimate (names that are still there taken away) is never executed")
@@ -155,9 +157,9 @@ func (p *Plan) repack(ctx context.Context, st *store.Store) ([]store.BlobRecord,
 // commit removes the plan's manifests and records and moves the repacked
 // records, in a transaction that first checks that the store is still as
 // the plan saw it, then the rest of the dead records in transactions of
-// their own. committed reports whether its first transaction (the versions, the
-// repack's records) did; the error of a later batch leaves no file deleted:
-// the records it did not remove still name them.
+// their own. committed reports whether the first transaction (the
+// versions, the repack's records) did; after the error of a later batch no
+// file may be deleted: the records it did not remove still name them.
 func (p *Plan) commit(st *store.Store, newRecs []store.BlobRecord) (committed bool, err error) {
 	old := make(map[objects.Digest]store.BlobRecord, len(p.repackRecs)+len(p.reencode))
 	for _, r := range append(append([]store.BlobRecord{}, p.repackRecs...), p.reencode...) {

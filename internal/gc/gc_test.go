@@ -63,6 +63,16 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// trimM keeps the newest entry of m's history only: a and b are then named
+// by nothing, and their packs, shared with c, are repacked.
+func (f *fixture) trimM(t *testing.T) {
+	t.Helper()
+	f.update(t, func(tx *bolt.Tx) error {
+		_, err := refs.TrimHistory(tx, "m", 1)
+		return err
+	})
+}
+
 func (f *fixture) update(t *testing.T, fn func(tx *bolt.Tx) error) {
 	t.Helper()
 	if err := f.st.Update(fn); err != nil {
@@ -138,10 +148,7 @@ func TestGCKeepsEveryNamedVersionAndFreesTheRest(t *testing.T) {
 func TestGCPlanIsTheSameWhenItSpills(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.update(t, func(tx *bolt.Tx) error {
-		_, err := refs.TrimHistory(tx, "m", 1)
-		return err
-	})
+	f.trimM(t)
 	before := files(t, f.st)
 	dry := noGrace
 	dry.DryRun = true
@@ -176,10 +183,7 @@ func TestGCPlanIsTheSameWhenItSpills(t *testing.T) {
 func TestGCAfterTrimRepacks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.update(t, func(tx *bolt.Tx) error {
-		_, err := refs.TrimHistory(tx, "m", 1)
-		return err
-	})
+	f.trimM(t)
 	plan, res, err := gc.Run(context.Background(), f.st, noGrace)
 	if err != nil {
 		t.Fatal(err)
@@ -200,10 +204,7 @@ func TestGCAfterTrimRepacks(t *testing.T) {
 func TestGCDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.update(t, func(tx *bolt.Tx) error {
-		_, err := refs.TrimHistory(tx, "m", 1)
-		return err
-	})
+	f.trimM(t)
 	before := files(t, f.st)
 	opts := noGrace
 	opts.DryRun = true
@@ -321,10 +322,7 @@ func TestGCConflictWhenAVersionIsNamedMeanwhile(t *testing.T) {
 func TestGCStopsAtACorruptLiveBlob(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.update(t, func(tx *bolt.Tx) error {
-		_, err := refs.TrimHistory(tx, "m", 1)
-		return err
-	})
+	f.trimM(t)
 	lock, err := f.st.Lock(store.LockExclusive, 0)
 	if err != nil {
 		t.Fatal(err)

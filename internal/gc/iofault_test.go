@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/mstore/mstore/internal/gc"
-	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/store/storetest"
 )
@@ -27,10 +24,7 @@ import (
 func TestGCSurvivesEveryIOError(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.update(t, func(tx *bolt.Tx) error {
-		_, err := refs.TrimHistory(tx, "m", 1)
-		return err
-	})
+	f.trimM(t)
 	template := f.st.Dir()
 
 	counter := &storetest.FaultFS{CountRemoves: true}
