@@ -11,7 +11,8 @@ import (
 )
 
 // A liveSet gives back every digest added, once each, in key order, in
-// every pass, however the additions fall around its merges and spills:
+// every pass, however the additions fall around its merges and spills,
+// and never holds more than its budget between additions:
 // runs of random sizes drawn from a pool (many repeats, as versions
 // sharing blobs give), with budgets from a few digests (a spill at almost
 // every settle, and the runs merged into one each time they reach
@@ -51,6 +52,10 @@ func TestLiveSet(t *testing.T) {
 			}
 			if err := s.settle(); err != nil {
 				t.Fatal(err)
+			}
+			// What it holds stays within its budget, whatever it has seen.
+			if len(s.held) >= s.budget || len(s.pending) >= s.budget || cap(s.pending) > 3*s.budget+n {
+				t.Fatalf("seed %d: %d digests held, %d pending (room for %d), budget %d", seed, len(s.held), len(s.pending), cap(s.pending), s.budget)
 			}
 		}
 		s.finish()
