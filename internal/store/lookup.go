@@ -37,7 +37,9 @@ func RecordsInOrder(tx *bolt.Tx, ds []objects.Digest) ([]BlobRecord, error) {
 	prefault.Slice(out)
 	c := recordCursor{c: tx.Bucket(bucketBlobs).Cursor()}
 	for n, k := range keys {
-		releaseAt(tx, n) // the index pages walked so far
+		if n > 0 && n%releaseLookupsEvery == 0 {
+			releaseIndexPages(tx) // the index pages read so far
+		}
 		d := ds[k.i]
 		if n > 0 && ds[keys[n-1].i] == d {
 			out[k.i] = out[keys[n-1].i]

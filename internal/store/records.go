@@ -437,6 +437,14 @@ func releaseAt(tx *bolt.Tx, n int) {
 	}
 }
 
+// releaseLookupsEvery is how many look-ups in key order (RecordsInOrder)
+// read between two releases of the index pages: each of a few blobs
+// among many is on a page of its own, so releaseEvery of them was 64 MB of
+// pages. A checkout of 100,000 blobs from a store of 1.6 million peaked at
+// 151 MB RSS, 97 of it mapped files, with releases every 16,384 look-ups;
+// 93 MB with every 2,048, and as fast (0.33-0.44 s against 0.36-0.51).
+const releaseLookupsEvery = 1 << 11
+
 // ForEachBlob calls fn for every recorded blob, releasing the index pages
 // it has read as it goes (releaseAt).
 func ForEachBlob(tx *bolt.Tx, fn func(BlobRecord) error) error {
