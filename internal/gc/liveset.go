@@ -29,24 +29,16 @@ const (
 // liveSet gathers the digests the named versions need, and gives them back
 // in key order, each once, in as many passes as its user needs (stream).
 // Appended digests wait in pending until they are as many as those held
-// (or 1 Mi), then are sorted and merged in: a blob that many versions need
-// costs 32 bytes once, and the merges cost O(n log n) in all. Past
-// its budget, the held digests go to a run: a file of them, in key order,
-// created by scratch (the store's, which leaves nothing behind a crash).
+// (or the budget, or 1 Mi), then are sorted and merged in: a blob that
+// many versions need costs 32 bytes once, and the merges cost O(n log n)
+// in all. Past its budget, the held digests go to a run: a file of them,
+// in key order, created by scratch (the store's, which leaves nothing
+// behind a crash).
 type liveSet struct {
 	budget        int // digests held at most
 	held, pending []objects.Digest
 	runs          []*os.File
 	scratch       func() (*os.File, error)
-}
-
-// reserve makes room for n more pending digests, doubling: appends of a
-// manifest's blobs at a time grew the list by a quarter each time, and
-// allocated five times what it held.
-func (s *liveSet) reserve(n int) {
-	if cap(s.pending)-len(s.pending) < n {
-		s.pending = slices.Grow(s.pending, max(n, min(cap(s.pending), s.budget)))
-	}
 }
 
 // newLiveSet holds at most budget bytes of digests (DefaultLiveBudget if
@@ -56,6 +48,15 @@ func newLiveSet(budget int, scratch func() (*os.File, error)) *liveSet {
 		budget = DefaultLiveBudget
 	}
 	return &liveSet{budget: max(budget/len(objects.Digest{}), 1), scratch: scratch}
+}
+
+// reserve makes room for n more pending digests, doubling: appends of a
+// manifest's blobs at a time grew the list by a quarter each time, and
+// allocated five times what it held.
+func (s *liveSet) reserve(n int) {
+	if cap(s.pending)-len(s.pending) < n {
+		s.pending = slices.Grow(s.pending, max(n, min(cap(s.pending), s.budget)))
+	}
 }
 
 // settle merges what is pending once it is worth it, and spills what is
@@ -110,7 +111,7 @@ func (s *liveSet) writeRun(from *liveStream) (*os.File, error) {
 	}
 	w := bufio.NewWriterSize(f, runBuffer)
 	for d, ok := from.peek(); ok; d, ok = from.advance() {
-		w.Write(d[:])
+		w.Write(d[:]) // a failed write fails the Flush below
 	}
 	if err := from.err; err != nil {
 		f.Close()
