@@ -278,6 +278,17 @@ func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, 
 	return append(recs, held...), nil
 }
 
+// RecordInBatches records recs (blobs whose files are durable) in
+// RecordAhead's batches, the last one too: a pull's rounds, each recorded
+// before the next is fetched.
+func (s *Store) RecordInBatches(recs []BlobRecord) error {
+	rest, err := s.RecordAhead(recs, "")
+	if err == nil && len(rest) > 0 {
+		err = s.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, rest) })
+	}
+	return err
+}
+
 // Batches cuts items, in key order (digest gives each one's key), into
 // batches as RecordAhead records them: at most RecordBatch each, each in
 // one range of the key space. For the transactions of another write of

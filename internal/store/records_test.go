@@ -200,6 +200,43 @@ func TestRecordAheadKeepsBatchesToKeyRanges(t *testing.T) {
 	}
 }
 
+// RecordInBatches records every record it is given, the last batch too,
+// in one transaction a range.
+func TestRecordInBatchesRecordsAll(t *testing.T) {
+	defer func(b int64) { rangeIndexBytes = b }(rangeIndexBytes)
+	rangeIndexBytes = 32 << 10
+	st := newStore(t)
+	var recs []BlobRecord
+	for i := range 3000 {
+		recs = append(recs, BlobRecord{Digest: objects.Sum([]byte{byte(i), byte(i >> 8), 7}), Size: 64, Encoding: EncodingPacked, Pack: PackID{7}, Offset: int64(i) * 64})
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs[:1000]) }); err != nil {
+		t.Fatal(err)
+	}
+	before, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordInBatches(slices.Clone(recs[1000:])); err != nil {
+		t.Fatal(err)
+	}
+	after, err := journal.Read(st.journalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(after.Batches) - len(before.Batches); n < 2 {
+		t.Fatalf("%d transactions for 2,000 records in an index of several ranges, want more than one", n)
+	}
+	st.View(func(tx *bolt.Tx) error {
+		for i, r := range recs {
+			if _, ok, err := Blob(tx, r.Digest); !ok || err != nil {
+				t.Fatalf("record %d not recorded (%v)", i, err)
+			}
+		}
+		return nil
+	})
+}
+
 // RemoveBlobRecords removes what it was given prints of, and refuses, with
 // a conflict and removing nothing, a record that changed since its print
 // was taken or is gone.

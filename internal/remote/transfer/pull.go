@@ -179,7 +179,7 @@ func Pull(ctx context.Context, st *store.Store, r remote.Remote, o PullOptions) 
 			last = recs // recorded with the version
 			break
 		}
-		if err := st.Update(func(tx *bolt.Tx) error { return store.RecordBlobs(tx, recs) }); err != nil {
+		if err := st.RecordInBatches(recs); err != nil {
 			return nil, err
 		}
 		store.Failpoint(store.FailPullBlobsRecorded)
