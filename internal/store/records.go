@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -249,10 +250,6 @@ var rangeIndexBytes int64 = 16 << 20
 // into an early batch.
 func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, error) {
 	sortByDigest(recs)
-	ranges := s.keyRanges()
-	if batchLen(recs, ranges, recordDigest) == len(recs) {
-		return recs, nil // one batch: the version's
-	}
 	var held []BlobRecord
 	recs = slices.DeleteFunc(recs, func(r BlobRecord) bool {
 		if r.Size > objects.ChunkSize {
@@ -261,21 +258,19 @@ func (s *Store) RecordAhead(recs []BlobRecord, failpoint string) ([]BlobRecord, 
 		}
 		return false
 	})
-	batched := false
-	for n := batchLen(recs, ranges, recordDigest); n < len(recs); n = batchLen(recs, ranges, recordDigest) {
-		batch := recs[:n]
+	all := Batches(s, recs, recordDigest)
+	if len(all) <= 1 {
+		return append(recs, held...), nil // one batch: the version's
+	}
+	for _, batch := range all[:len(all)-1] {
 		if err := s.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, batch) }); err != nil {
 			return nil, err
 		}
-		recs, batched = recs[n:], true
 		Failpoint(failpoint)
 	}
-	if batched {
-		// A copy: the records recorded (12 MB for 100,000 blobs) are not
-		// kept alive by the last batch's slice of them.
-		recs = slices.Clone(recs)
-	}
-	return append(recs, held...), nil
+	// A copy: the records recorded (12 MB for 100,000 blobs) are not kept
+	// alive by the last batch's slice of them.
+	return append(slices.Clone(all[len(all)-1]), held...), nil
 }
 
 // RecordInBatches records recs (blobs whose files are durable) in
@@ -490,19 +485,16 @@ func PrintOf(r BlobRecord) RecordPrint {
 	return RecordPrint{Digest: r.Digest, Size: r.Size, print: fingerprint(appendBlobRecord(buf[:0], r))}
 }
 
-// fingerprint is the FNV-1a hash (64 bits) of a record's encoding.
-func fingerprint(v []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range v {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
-}
+// fingerprint hashes a record's encoding (hash/maphash: a print is only
+// compared within the process that made it).
+func fingerprint(v []byte) uint64 { return maphash.Bytes(printSeed, v) }
+
+var printSeed = maphash.MakeSeed()
 
 // RemoveBlobRecords deletes the records prints name (gc's sweep; in key
-// order, as bbolt deletes best). Each must still be recorded as printed: a record that changed since gc read it
-// means that someone else wrote to the store, and nothing is deleted.
+// order, as bbolt deletes best). Each must still be recorded as printed: a
+// record that changed since gc read it means that someone else wrote to
+// the store, and nothing is deleted.
 func RemoveBlobRecords(tx *bolt.Tx, prints []RecordPrint) error {
 	b := tx.Bucket(bucketBlobs)
 	for _, p := range prints {
