@@ -1,13 +1,21 @@
 package gc
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
+	"github.com/mstore/mstore/internal/store"
+	"github.com/mstore/mstore/internal/store/storetest"
 )
 
 // A liveSet gives back every digest added, once each, in key order, in
@@ -88,4 +96,31 @@ func TestLiveSet(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
 		t.Fatalf("runs left files: %v", left)
 	}
+}
+
+// A run that cannot be read back (here a file open for writing only) fails
+// the plan with its I/O error, which names no class of the index's (the
+// command reports it as io_error), and gc changes nothing.
+func TestPlanFailsOnAnUnreadableRun(t *testing.T) {
+	root := t.TempDir()
+	st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second, FS: storetest.NoSyncFS{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := storetest.Variant(t, root, "a", 1), storetest.Variant(t, root, "b", 2)
+	storetest.Add(t, st, a, "a")
+	storetest.Add(t, st, b, "b")
+	runs := t.TempDir()
+	n := 0
+	writeOnly := func() (*os.File, error) {
+		n++
+		return os.OpenFile(filepath.Join(runs, fmt.Sprint("run", n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	opts := Options{Grace: -1, LockWait: time.Second, LiveBudget: 32, scratch: writeOnly}
+	_, _, err = Run(context.Background(), st, opts)
+	if err == nil || !errors.Is(err, syscall.EBADF) || errs.ClassOf(err) != 0 {
+		t.Fatalf("gc over a run it cannot read: err = %v (class %v), want the read's EBADF and no class", err, errs.ClassOf(err))
+	}
+	storetest.RequireCheckout(t, st, "a", a)
+	storetest.RequireCheckout(t, st, "b", b)
 }

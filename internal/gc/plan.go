@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"time"
@@ -52,6 +53,9 @@ type Options struct {
 	// without, set only by Estimate, plans as if these names were gone; such
 	// a plan is never executed.
 	without *refs.Without
+	// scratch, set only by tests, makes the plan's runs; nil is the
+	// store's ScratchFile.
+	scratch func() (*os.File, error)
 }
 
 // File is a file a plan deletes or keeps.
@@ -159,7 +163,11 @@ func NewPlan(ctx context.Context, st *store.Store, opts Options) (*Plan, error) 
 		if err != nil {
 			return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the refs; nothing was deleted (run `mstore fsck`)")
 		}
-		live := newLiveSet(opts.LiveBudget, st.ScratchFile)
+		scratch := opts.scratch
+		if scratch == nil {
+			scratch = st.ScratchFile
+		}
+		live := newLiveSet(opts.LiveBudget, scratch)
 		defer live.close()
 		if err := p.mark(ctx, st, tx, reachable, live); err != nil {
 			return err
@@ -345,17 +353,19 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 		}
 		return nil
 	})
-	if err == nil {
-		for d, ok := marks.peek(); ok; d, ok = marks.advance() {
-			p.missing(d)
-		}
-		err = marks.err
-	}
 	if err != nil {
 		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
 	}
+	for d, ok := marks.peek(); ok; d, ok = marks.advance() {
+		p.missing(d)
+	}
+	// A run that cannot be read back (the store's tmp/) is an I/O error,
+	// not the index's.
+	if marks.err != nil {
+		return fmt.Errorf("%w; nothing was deleted", marks.err)
+	}
 	if err := p.checkBases(live, deltas, livePacked); err != nil {
-		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
+		return fmt.Errorf("%w; nothing was deleted", err)
 	}
 	p.FreedBlobs = len(p.dead)
 	p.Reencoded = len(p.reencode)
@@ -383,7 +393,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 		}
 	}
 	if err := p.gatherRepacks(tx, repacks, live); err != nil {
-		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
+		return err
 	}
 
 	for _, f := range unrecorded {
@@ -431,8 +441,11 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live *l
 		}
 		return nil
 	})
-	if err == nil {
-		err = marks.err
+	if err != nil {
+		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
+	}
+	if marks.err != nil {
+		return fmt.Errorf("%w; nothing was deleted", marks.err)
 	}
 	slices.SortStableFunc(p.repackRecs, func(a, b store.BlobRecord) int {
 		if c := bytes.Compare(a.Pack[:], b.Pack[:]); c != 0 {
@@ -440,7 +453,7 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live *l
 		}
 		return cmp.Compare(a.Offset, b.Offset)
 	})
-	return err
+	return nil
 }
 
 func (p *Plan) deleteFile(f store.StoredFile, reason string) {
