@@ -205,15 +205,16 @@ func (s *Store) checkIndex(tx *bolt.Tx, canCheck bool, r *FsckReport, st *fsckSt
 		r.Corrupt = append(r.Corrupt, Finding{Kind: kind, ID: id, Detail: fmt.Sprintf(format, args...)})
 	}
 	if canCheck {
+		stop := releasing(tx)
 		for err := range tx.Check() {
 			corrupt("index", "", "%v (run `mstore fsck --rebuild-index`)", err)
 		}
+		stop()
 	} else {
 		r.Warnings = append(r.Warnings, "the index is read-only to this process: its page structure (bbolt's check) was not verified, only every record in it")
 	}
-	// The pages tx.Check and checkedView read are released here, those
-	// read after as they go: bbolt's own check must only see pages
-	// already mapped (checkedView).
+	// The pages tx.Check read last are released here, those read after
+	// as they go.
 	releaseIndexPages(tx)
 	if err := s.checkFormat(tx); err != nil {
 		return err

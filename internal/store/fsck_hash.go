@@ -42,7 +42,19 @@ func hashRange(r io.ReaderAt, off, n int64) (objects.Digest, error) {
 // fsck of such a model allocate 900 MB and peak at 200 MB.
 const packWindow = 2 * PackThreshold
 
-var packWindows = sync.Pool{New: func() any { b := make([]byte, packWindow); return &b }}
+// packScratch is what hashPacked reads and hashes a pack through: its
+// window and the lists of the blobs the window holds, kept for the next
+// run. Made for each run, the lists were 51 MB of garbage while fsck
+// hashed a store of 1.6 million small blobs, beside its 99 MB of records:
+// the heap reached 179 MB before the next collection, 141 with them reused.
+type packScratch struct {
+	win  []byte
+	held []int // the blobs in the window not yet hashed
+	msgs [][]byte
+	sums []objects.Digest
+}
+
+var packScratches = sync.Pool{New: func() any { return &packScratch{win: make([]byte, packWindow)} }}
 
 // hashPacked gives fn the digest of each of n blobs of one pack file, the
 // i-th at(i) (offset and size), in offset order, or the error reading it.
@@ -50,21 +62,20 @@ var packWindows = sync.Pool{New: func() any { b := make([]byte, packWindow); ret
 // small ones at a time) before it is read again; a blob larger than the
 // window is read on its own.
 func hashPacked(file io.ReaderAt, n int, at func(i int) (off, size int64), fn func(i int, got objects.Digest, err error)) {
-	bp := packWindows.Get().(*[]byte)
-	defer packWindows.Put(bp)
+	sc := packScratches.Get().(*packScratch)
+	defer packScratches.Put(sc)
 	var winOff int64
 	var win []byte // the pack's bytes from winOff
-	var held []int // the blobs in win not yet hashed, and their bytes
-	var msgs [][]byte
-	var sums []objects.Digest
+	held, msgs := sc.held[:0], sc.msgs[:0]
 	flush := func() {
-		sums = slices.Grow(sums[:0], len(msgs))[:len(msgs)]
-		objects.SumSmall(msgs, sums)
+		sc.sums = slices.Grow(sc.sums[:0], len(msgs))[:len(msgs)]
+		objects.SumSmall(msgs, sc.sums)
 		for k, i := range held {
-			fn(i, sums[k], nil)
+			fn(i, sc.sums[k], nil)
 		}
 		held, msgs = held[:0], msgs[:0]
 	}
+	defer func() { sc.held, sc.msgs = held[:0], msgs[:0] }()
 	for i := range n {
 		off, size := at(i)
 		if size > packWindow {
@@ -75,13 +86,13 @@ func hashPacked(file io.ReaderAt, n int, at func(i int) (off, size int64), fn fu
 		}
 		if off < winOff || off+size > winOff+int64(len(win)) {
 			flush()
-			got, err := file.ReadAt(*bp, off)
+			got, err := file.ReadAt(sc.win, off)
 			if err != nil && err != io.EOF {
 				win = nil
 				fn(i, objects.Digest{}, err)
 				continue
 			}
-			winOff, win = off, (*bp)[:got]
+			winOff, win = off, sc.win[:got]
 			if off+size > winOff+int64(len(win)) {
 				fn(i, objects.Digest{}, fmt.Errorf("%d of %d bytes", len(win), size))
 				continue

@@ -46,11 +46,24 @@ type fsckBase struct {
 // readRecords copies the blob records of the bucket b out of its
 // transaction, those keep keeps (it is given each key, as a digest, and
 // the record decoded from its value or why it does not decode).
+// countKeys is how many keys b holds, its pages released as they are read.
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+		releaseAt(b.Tx(), n)
+	}
+	return n
+}
+
 func readRecords(b *bolt.Bucket, keep func(k []byte, d objects.Digest, rec BlobRecord, err error) bool) (*fsckRecords, error) {
 	// Room for every record at once (counting them takes 11-45 ms for
 	// 700,000): a list grown by append would copy 45 MB of records into
-	// one 1.25 times as long at its last growth.
-	recs := &fsckRecords{list: make([]fsckRecord, 0, b.Stats().KeyN)}
+	// one 1.25 times as long at its last growth. Counted by a walk that
+	// releases the pages it reads: bbolt's Stats kept all of them mapped,
+	// 200 MB of fsck's peak RSS of 222 MB for an index of 308 MB.
+	recs := &fsckRecords{list: make([]fsckRecord, 0, countKeys(b))}
 	packs := map[PackID]uint32{}
 	err := b.ForEach(func(k, v []byte) error {
 		d := objects.Digest(k)

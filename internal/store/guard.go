@@ -182,7 +182,12 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 // (bbolt then loads its free list here, under guarded) after reading every
 // page of it in this goroutine: tx.Check reads pages in a goroutine of its
 // own, where a panic would crash the program, so it must only see pages
-// already read without one.
+// already read without one. (Read, not kept mapped: the pages read are
+// released as the read goes, releaseAt, and stay in the page cache, from
+// which Check maps them again. A fault there is what a file cut short
+// gives, and the read here has found the file whole under the store's
+// lock. Kept mapped, they were the whole index in fsck's peak RSS: 200 of
+// 222 MB for a store of 1.6 million blobs.)
 //
 // A store this process may not write is opened read-only: fn is then told
 // (canCheck false) not to run tx.Check, whose free-list load could panic
@@ -200,7 +205,8 @@ func (s *Store) checkedView(fn func(tx *bolt.Tx, canCheck bool) error) error {
 	defer db.Close()
 	return guarded(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return readAll(b) }); err != nil {
+			read := 0
+			if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return readAll(tx, b, &read) }); err != nil {
 				return err
 			}
 			return fn(tx, canCheck)
@@ -208,13 +214,16 @@ func (s *Store) checkedView(fn func(tx *bolt.Tx, canCheck bool) error) error {
 	})
 }
 
-// readAll reads every key and value of b and of the buckets inside it.
-func readAll(b *bolt.Bucket) error {
+// readAll reads every key and value of b and of the buckets inside it,
+// counting them in *read and releasing the pages read (releaseAt).
+func readAll(tx *bolt.Tx, b *bolt.Bucket, read *int) error {
 	var sum byte
 	err := b.ForEach(func(k, v []byte) error {
+		*read++
+		releaseAt(tx, *read)
 		if v == nil {
 			if nb := b.Bucket(k); nb != nil {
-				return readAll(nb)
+				return readAll(tx, nb, read)
 			}
 		}
 		for _, c := range k {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -77,6 +78,57 @@ func TestRecordsInOrderReleasesIndexPages(t *testing.T) {
 			t.Fatalf("%d bytes of an index of %d resident after the look-ups, want at most %d", resident, indexBytes, bound)
 		}
 		t.Logf("%d KB of an index of %d KB resident", resident>>10, indexBytes>>10)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fsck's reads of the whole index keep only a bounded part of it mapped:
+// checkedView's read of every page, the count of the blob records, and
+// bbolt's check, whose pages releasing drops from another goroutine.
+func TestFsckReadsReleaseIndexPages(t *testing.T) {
+	st := newStore(t)
+	var recs []BlobRecord
+	for i := range 200_000 {
+		d := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16), 7})
+		recs = append(recs, BlobRecord{Digest: d, Size: 64, Encoding: EncodingPacked, Pack: PackID{7}, Offset: int64(i) * 64})
+	}
+	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	// Released every releaseEvery records: about 2 MB of leaf pages, and
+	// the branch pages above them.
+	const bound = 4 << 20
+	err := st.checkedView(func(tx *bolt.Tx, canCheck bool) error {
+		indexBytes := int64(tx.Size())
+		if indexBytes < 3*bound {
+			t.Fatalf("an index of %d bytes: too small to tell", indexBytes)
+		}
+		if got := indexResident(t, st); got > bound {
+			t.Errorf("%d bytes of an index of %d resident after checkedView read every page, want at most %d", got, indexBytes, bound)
+		}
+		if n := countKeys(tx.Bucket(bucketBlobs)); n != len(recs) {
+			t.Errorf("countKeys: %d, want %d", n, len(recs))
+		}
+		if got := indexResident(t, st); got > bound {
+			t.Errorf("%d bytes of an index of %d resident after countKeys, want at most %d", got, indexBytes, bound)
+		}
+		stop := releasing(tx)
+		read := 0
+		if err := readAll(tx, tx.Bucket(bucketBlobs), &read); err != nil {
+			t.Fatal(err)
+		}
+		// readAll releases its own pages too: read them again, unreleased.
+		var sum byte
+		tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error { sum ^= k[0] ^ v[0]; return nil })
+		time.Sleep(20 * releaseInterval)
+		got := indexResident(t, st)
+		stop()
+		if got > bound {
+			t.Errorf("%d bytes of an index of %d resident while releasing, want at most %d", got, indexBytes, bound)
+		}
 		return nil
 	})
 	if err != nil {
