@@ -342,10 +342,10 @@ func (r *FsckReport) checkNeed(st *fsckState, md objects.Digest, reachable bool,
 		st.reported[n.digest] = true
 		r.Missing = append(r.Missing, Finding{Kind: "blob", ID: n.digest.String(), Size: n.size,
 			Detail: fmt.Sprintf("manifest %s needs it; the index has no record of it", md.Short())})
-	case st.recs.list[i].size != n.size:
+	case st.recs.size(i) != n.size:
 		st.reported[n.digest] = true
-		r.Corrupt = append(r.Corrupt, Finding{Kind: "blob", ID: n.digest.String(), Size: st.recs.list[i].size,
-			Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, st.recs.list[i].size)})
+		r.Corrupt = append(r.Corrupt, Finding{Kind: "blob", ID: n.digest.String(), Size: st.recs.size(i),
+			Detail: fmt.Sprintf("manifest %s needs %d bytes, the index records %d", md.Short(), n.size, st.recs.size(i))})
 	}
 }
 
@@ -453,8 +453,7 @@ func (r *FsckReport) listUnreferenced(st *fsckState) {
 	}
 	for i := range st.recs.list {
 		if !st.used.has(i) {
-			rec := &st.recs.list[i]
-			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "blob", ID: rec.digest.String(), Size: rec.size,
+			r.Unreferenced = append(r.Unreferenced, Finding{Kind: "blob", ID: st.recs.list[i].digest.String(), Size: st.recs.size(i),
 				Detail: "no named version needs it"})
 		}
 	}
@@ -487,7 +486,7 @@ func (s *Store) checkFiles(r *FsckReport, st *fsckState) (*storeFiles, error) {
 	recordedPacks := map[PackID]int64{} // recorded bytes in each pack
 	for i := range st.recs.list {
 		if rec := &st.recs.list[i]; rec.enc == EncodingPacked {
-			recordedPacks[st.recs.packs[rec.pack]] += rec.storedSize()
+			recordedPacks[st.recs.packs[rec.pack]] += st.recs.storedSize(i)
 		}
 	}
 	leftover := func(f StoredFile, detail string) {

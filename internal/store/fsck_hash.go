@@ -238,7 +238,7 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 			}
 			continue
 		}
-		sort.Slice(in, func(a, b int) bool { return recs.list[in[a]].offset < recs.list[in[b]].offset })
+		sort.Slice(in, func(a, b int) bool { return recs.offset(int(in[a])) < recs.offset(int(in[b])) })
 		// in[:kept] are the blobs within the file; in[start:kept] the run
 		// not yet handed out. A run handed out is never written again.
 		start, kept := 0, 0
@@ -249,14 +249,14 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 			g.Go(func() error { return hashPackRun(ctx, f.Path, rel, recs, run, compare) })
 		}
 		for _, i := range in {
-			b := &recs.list[i]
-			if b.offset+b.size > f.Size {
-				finding(&r.Corrupt, recs.record(int(i)), rel, "recorded at bytes %d-%d of a pack of %d bytes", b.offset, b.offset+b.size, f.Size)
+			off, n := recs.offset(int(i)), recs.size(int(i))
+			if off > f.Size || n > f.Size-off { // not off+n, which a record can make overflow
+				finding(&r.Corrupt, recs.record(int(i)), rel, "recorded at bytes %d-%d of a pack of %d bytes", off, off+n, f.Size)
 				continue
 			}
 			in[kept] = i
 			kept++
-			if size += b.size; size >= hashBatch {
+			if size += n; size >= hashBatch {
 				flush()
 			}
 		}
@@ -281,7 +281,7 @@ func hashPackRun(ctx context.Context, path, rel string, recs *fsckRecords, run [
 		return nil
 	}
 	defer file.Close()
-	hashPacked(file, len(run), func(k int) (int64, int64) { b := &recs.list[run[k]]; return b.offset, b.size },
+	hashPacked(file, len(run), func(k int) (int64, int64) { return recs.offset(int(run[k])), recs.size(int(run[k])) },
 		func(k int, got objects.Digest, err error) { compare(recs.record(int(run[k])), rel, got, err) })
 	return nil
 }

@@ -56,6 +56,12 @@ func TestFsckRecordsRoundTrip(t *testing.T) {
 			if len(want) > 0 {
 				rec.Coding, rec.Stored, rec.Base = CodingDelta, size/2+1, want[rng.IntN(len(want))].Digest
 			}
+		case 3:
+			if k%2 == 0 { // values beyond 32 bits, which fsck keeps apart
+				rec.Offset = 1<<32 + int64(k)
+			} else {
+				rec = BlobRecord{Digest: d, Size: 1<<32 + size, Encoding: EncodingRaw}
+			}
 		}
 		want = append(want, rec)
 	}
@@ -83,7 +89,7 @@ func TestFsckRecordsRoundTrip(t *testing.T) {
 			if got := recs.record(i); got != w {
 				t.Fatalf("record %s: got %+v, want %+v", w.Digest.Short(), got, w)
 			}
-			if got, want := recs.list[i].storedSize(), w.StoredSize(); got != want {
+			if got, want := recs.storedSize(i), w.StoredSize(); got != want {
 				t.Fatalf("record %s: stored size %d, want %d", w.Digest.Short(), got, want)
 			}
 		}

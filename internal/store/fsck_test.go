@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,20 @@ func (f *fixture) blob(t *testing.T, enc store.Encoding) store.BlobRecord {
 	}
 	t.Fatalf("no blob of encoding %d", enc)
 	return store.BlobRecord{}
+}
+
+// rerecord replaces r's record by the one change makes of it, and
+// returns r's digest.
+func (f *fixture) rerecord(t *testing.T, r store.BlobRecord, change func(*store.BlobRecord)) string {
+	t.Helper()
+	f.update(t, func(tx *bolt.Tx) error {
+		if err := store.RemoveBlobRecords(tx, []store.RecordPrint{store.PrintOf(r)}); err != nil {
+			return err
+		}
+		change(&r)
+		return store.RecordBlobs(tx, []store.BlobRecord{r})
+	})
+	return r.Digest.String()
 }
 
 // flipBit flips one bit of the file at off.
@@ -162,6 +177,12 @@ func TestFsckFindsDamage(t *testing.T) {
 			}
 			os.Truncate(f.st.PackPath(p), last.Offset+1)
 			return last.Digest.String()
+		}, "blob", "corrupt"},
+		{"packed blob recorded past its pack's end", func(t *testing.T, f *fixture) string {
+			return f.rerecord(t, f.blob(t, store.EncodingPacked), func(r *store.BlobRecord) { r.Offset += 1 << 40 })
+		}, "blob", "corrupt"},
+		{"packed blob recorded where offset and size overflow", func(t *testing.T, f *fixture) string {
+			return f.rerecord(t, f.blob(t, store.EncodingPacked), func(r *store.BlobRecord) { r.Offset = math.MaxInt64 - r.Size/2 })
 		}, "blob", "corrupt"},
 		{"loose blob deleted", func(t *testing.T, f *fixture) string {
 			r := f.blob(t, store.EncodingRaw)
