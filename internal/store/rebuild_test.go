@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/gc"
+	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/internal/names"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/refs"
@@ -261,4 +263,46 @@ func fsckErr(r *store.FsckReport, err error) error {
 		return errs.New(errs.IntegrityError, "test", "fsck found %d corrupt", len(r.Corrupt))
 	}
 	return err
+}
+
+// A journal record of a packed blob whose offset and size overflow int64
+// is a copy the rebuild leaves out, not one it reads (it made the rebuild
+// panic, slicing past its window).
+func TestRebuildSkipsPackedRecordThatOverflows(t *testing.T) {
+	root := t.TempDir()
+	st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := storetest.Variant(t, root, "v1", 1)
+	storetest.Add(t, st, v1, "m")
+	var packed store.BlobRecord
+	st.View(func(tx *bolt.Tx) error {
+		return store.ForEachBlob(tx, func(r store.BlobRecord) error {
+			if r.Encoding == store.EncodingPacked {
+				packed = r
+			}
+			return nil
+		})
+	})
+	if packed.Encoding != store.EncodingPacked {
+		t.Fatal("test setup: no packed blob")
+	}
+	update(t, st, func(tx *bolt.Tx) error {
+		return journal.Add(tx, journal.Record{Op: journal.OpPacked, Digest: objects.Sum([]byte("elsewhere")), Pack: packed.Pack.String(),
+			Offset: math.MaxInt64 - 8, Size: 64})
+	})
+	if err := os.Remove(filepath.Join(st.Dir(), "index.db")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := names.RebuildIndex(context.Background(), st.Dir(), store.Options{}, 2)
+	if err != nil || !rep.OK {
+		t.Fatalf("rebuild: %+v, %v", rep, err)
+	}
+	st, err = store.Open(st.Dir(), false, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Fsck(t, st, store.FsckOptions{})
+	storetest.RequireCheckout(t, st, "m", v1)
 }
