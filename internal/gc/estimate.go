@@ -96,14 +96,18 @@ func EstimateWithout(ctx context.Context, st *store.Store, w refs.Without, opts 
 	e := &Estimate{GCFreesNow: now.FreedBytes, GCFreesAfter: after.FreedBytes, FreesBytes: max(after.FreedBytes-now.FreedBytes, 0),
 		Unnamed: []objects.Digest{}, KeptAlive: []KeptVersion{}, Unreadable: after.Unreadable, dead: map[objects.Digest]bool{}}
 	deadNow := map[objects.Digest]bool{}
-	for _, r := range now.dead {
-		deadNow[r.Digest] = true
+	for _, batch := range now.dead.batches {
+		for _, r := range batch {
+			deadNow[r.Digest] = true
+		}
 	}
-	for _, r := range after.dead {
-		e.dead[r.Digest] = true
-		if !deadNow[r.Digest] {
-			e.FreesBlobs++
-			e.FreesRawBytes += r.Size
+	for _, batch := range after.dead.batches {
+		for _, r := range batch {
+			e.dead[r.Digest] = true
+			if !deadNow[r.Digest] {
+				e.FreesBlobs++
+				e.FreesRawBytes += r.Size
+			}
 		}
 	}
 	for _, d := range sortedDigests(dropped) {

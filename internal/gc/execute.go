@@ -169,13 +169,13 @@ func (p *Plan) commit(st *store.Store, newRecs []store.BlobRecord) (committed bo
 		return false, fmt.Errorf("gc: repack wrote %d blobs, want %d", len(newRecs), len(old))
 	}
 	// The dead records go in batches that each keep to a range of the key
-	// space (store.Batches): removed in one transaction, those of 8
+	// space (store.Batcher): removed in one transaction, those of 8
 	// versions of 100,000 blobs from a store of 16 changed every page of
 	// the index at once, and gc peaked at 720 MB. The first batch goes with
 	// the manifests; the rest are records no version left needs, so a
 	// crash between two batches leaves only what fsck calls unreferenced
 	// and the next gc removes (files are deleted after the last batch).
-	batches := store.Batches(st, p.dead, func(r *store.RecordPrint) objects.Digest { return r.Digest })
+	batches := p.dead.batches
 	first := []store.RecordPrint{}
 	if len(batches) > 0 {
 		first, batches = batches[0], batches[1:]

@@ -101,8 +101,8 @@ type Plan struct {
 	// a base no version needs any more can go.
 	Reencoded int `json:"reencoded_deltas"`
 
-	dead       []store.RecordPrint // the blob records removed, in key order
-	repackRecs []store.BlobRecord  // live records in packs to repack, in pack and offset order
+	dead       deadPrints         // the blob records removed, in key order
+	repackRecs []store.BlobRecord // live records in packs to repack, in pack and offset order
 	// reencode holds the live deltas whose base no version needs any
 	// more: they are coded again on their own, and the base goes.
 	reencode    []store.BlobRecord
@@ -314,6 +314,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 	livePacked := map[store.PackID]packLive{}
 	var deltas []liveDelta // their bases are checked after the walk
 	marks := live.stream(true)
+	p.dead.batcher = st.NewBatcher()
 	err = store.ForEachBlob(tx, func(r store.BlobRecord) error {
 		isLive := p.KeptAllBlobs
 		if marks.seek(r.Digest, p.missing) {
@@ -328,7 +329,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 		}
 		switch {
 		case !isLive:
-			p.dead = append(p.dead, store.PrintOf(r))
+			p.dead.add(store.PrintOf(r))
 			if f, ok := loose[r.Digest]; ok && r.Encoding == store.EncodingRaw {
 				p.deleteFile(f, "no named version needs this blob")
 			}
@@ -367,7 +368,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 	if err := p.checkBases(live, deltas, livePacked); err != nil {
 		return fmt.Errorf("%w; nothing was deleted", err)
 	}
-	p.FreedBlobs = len(p.dead)
+	p.FreedBlobs = p.dead.n
 	p.Reencoded = len(p.reencode)
 
 	var unrecorded []store.StoredFile
@@ -479,4 +480,24 @@ func sortedPacks[V any](m map[store.PackID]V) []store.PackID {
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
 	return out
+}
+
+// deadPrints are the prints of the records a plan removes, in key order,
+// kept as the batches that remove them (store.Batcher): one list grown by
+// append copied the 800,008 of a gc after `trim --keep 8` on a store of
+// 16 versions of 100,000 blobs (38 MB) about five times over, and that gc
+// took 4.3-4.5 s, 3.5-4.1 with them never copied.
+type deadPrints struct {
+	batcher *store.Batcher
+	batches [][]store.RecordPrint
+	n       int
+}
+
+func (d *deadPrints) add(p store.RecordPrint) {
+	if d.batcher.Starts(p.Digest) {
+		d.batches = append(d.batches, make([]store.RecordPrint, 0, 256))
+	}
+	last := &d.batches[len(d.batches)-1]
+	*last = append(*last, p) // a batch grows to at most store.RecordBatch (3 MB)
+	d.n++
 }

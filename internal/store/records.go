@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -287,17 +286,46 @@ func (s *Store) RecordInBatches(recs []BlobRecord) error {
 
 // Batches cuts items, in key order (digest gives each one's key), into
 // batches as RecordAhead records them: at most RecordBatch each, each in
-// one range of the key space. For the transactions of another write of
-// many records: gc's removals.
+// one range of the key space.
 func Batches[T any](s *Store, items []T, digest func(*T) objects.Digest) [][]T {
-	ranges := s.keyRanges()
 	var out [][]T
-	for len(items) > 0 {
-		n := batchLen(items, ranges, digest)
-		out = append(out, items[:n:n])
-		items = items[n:]
+	start := 0
+	b := s.NewBatcher()
+	for i := range items {
+		if b.Starts(digest(&items[i])) && i > start {
+			out = append(out, items[start:i:i])
+			start = i
+		}
+	}
+	if start < len(items) {
+		out = append(out, items[start:len(items):len(items)])
 	}
 	return out
+}
+
+// Batcher cuts keys that come in key order into the batches Batches makes,
+// one at a time: for a list made in order that is also removed in batches
+// (gc's dead records), which is then kept as its batches, never copied to
+// grow as one.
+type Batcher struct {
+	ranges uint64
+	first  uint64 // the key range of the batch's first key
+	n      int    // keys in the batch
+}
+
+// NewBatcher starts cutting batches for s's index.
+func (s *Store) NewBatcher() *Batcher { return &Batcher{ranges: s.keyRanges()} }
+
+// Starts takes the next key, d, and reports whether it starts a new batch
+// (the first key does).
+func (b *Batcher) Starts(d objects.Digest) bool {
+	r := keyRange(d, b.ranges)
+	if b.n == 0 || b.n == RecordBatch || r != b.first {
+		b.first, b.n = r, 1
+		return true
+	}
+	b.n++
+	return false
 }
 
 // keyRanges is how many ranges of the key space RecordAhead cuts its
@@ -310,19 +338,7 @@ func (s *Store) keyRanges() uint64 {
 	return uint64(max(1, (fi.Size()+rangeIndexBytes-1)/rangeIndexBytes))
 }
 
-// batchLen is how many of items (in key order) go in the next batch: at
-// most RecordBatch, all in the key range of the first of ranges equal
-// ranges.
-func batchLen[T any](items []T, ranges uint64, digest func(*T) objects.Digest) int {
-	n := min(len(items), RecordBatch)
-	if n == 0 || ranges == 1 {
-		return n
-	}
-	first := keyRange(digest(&items[0]), ranges)
-	return sort.Search(n, func(i int) bool { return keyRange(digest(&items[i]), ranges) != first })
-}
-
-// recordDigest is a record's key, for batchLen.
+// recordDigest is a record's key, for Batches.
 func recordDigest(r *BlobRecord) objects.Digest { return r.Digest }
 
 // keyRange is which of ranges equal ranges of the key space d is in.
