@@ -2,6 +2,7 @@ package archiver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -383,5 +384,37 @@ func TestAddRecordsLogicalBytes(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An add keeps its manifest's bytes until its commit only where the index
+// needs them: a store of format 1 gets them in its index, a store of
+// format 2 a stub (the bytes dropped once the blob is written).
+func TestAddRecordsManifestBytesOrStub(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	writeModel(t, dir, testmodel.Tiny)
+	for _, format := range []uint64{1, 2} {
+		st := newStore(t)
+		err := st.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint64(nil, format))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Add(context.Background(), st, dir, Options{Name: "m"})
+		if err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		err = st.View(func(tx *bolt.Tx) error {
+			v := tx.Bucket([]byte("manifests")).Get(r.Digest[:])
+			if bytesKept := len(v) > 0 && v[0] == '{'; bytesKept != (format == 1) {
+				t.Errorf("format %d: the index holds %d bytes for the manifest (its bytes: %v)", format, len(v), bytesKept)
+			}
+			_, err := st.Manifest(tx, r.Digest)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
 	}
 }

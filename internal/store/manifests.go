@@ -32,7 +32,7 @@ import (
 // the index, as they always did; both read the same (ManifestBytes). The
 // index keeps encoded itself until tx ends: the caller must not change it.
 func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
-	return putManifest(tx, d, encoded, func() (int64, bool) { return objects.PeekLogicalBytes(encoded) })
+	return putManifest(tx, d, int64(len(encoded)), encoded, func() (int64, bool) { return objects.PeekLogicalBytes(encoded) })
 }
 
 // PutManifestOf is PutManifest for the caller that has m, the manifest
@@ -40,10 +40,22 @@ func PutManifest(tx *bolt.Tx, d objects.Digest, encoded []byte) error {
 // them from the encoding (5 ms for 100,000 tensors, in the add's
 // transaction).
 func PutManifestOf(tx *bolt.Tx, d objects.Digest, encoded []byte, logicalBytes int64) error {
-	return putManifest(tx, d, encoded, func() (int64, bool) { return logicalBytes, true })
+	return putManifest(tx, d, int64(len(encoded)), encoded, func() (int64, bool) { return logicalBytes, true })
 }
 
-func putManifest(tx *bolt.Tx, d objects.Digest, encoded []byte, logicalBytes func() (int64, bool)) error {
+// PutManifestStub is PutManifestOf for a caller that has dropped the
+// manifest's bytes (size of them) once its blob was written: in a store
+// that keeps stubs (KeepsStubs), with blob d recorded, the index needs
+// only the stub. (An add of 100,000 tensors held the 28 MB of bytes through
+// all of its record batches for that.) Anywhere else it fails.
+func PutManifestStub(tx *bolt.Tx, d objects.Digest, size, logicalBytes int64) error {
+	return putManifest(tx, d, size, nil, func() (int64, bool) { return logicalBytes, true })
+}
+
+// putManifest records manifest d of size bytes: a stub when its blob is
+// recorded and the store keeps stubs, else encoded (which must then be
+// the bytes).
+func putManifest(tx *bolt.Tx, d objects.Digest, size int64, encoded []byte, logicalBytes func() (int64, bool)) error {
 	b := tx.Bucket(bucketManifests)
 	if b.Get(d[:]) != nil {
 		return nil
@@ -51,15 +63,27 @@ func putManifest(tx *bolt.Tx, d objects.Digest, encoded []byte, logicalBytes fun
 	v := encoded
 	if rec, ok, err := Blob(tx, d); err != nil {
 		return err
-	} else if ok && rec.Size == int64(len(encoded)) && keepsStubs(tx) {
+	} else if ok && rec.Size == size && keepsStubs(tx) {
 		if logical, ok := logicalBytes(); ok {
 			v = manifestStub(rec.Size, logical)
 		}
 	}
+	if v == nil { // PutManifestStub where no stub can be
+		return errs.New(errs.IntegrityError, "store", "manifest %s: its %d bytes are needed (its blob is not recorded at that size, or the store keeps no stubs)", d.Short(), size)
+	}
 	if err := b.Put(d[:], v); err != nil {
 		return fmt.Errorf("store: record manifest: %w", err)
 	}
-	return journal.Add(tx, journal.Record{Op: journal.OpManifest, Digest: d, Size: int64(len(encoded))})
+	return journal.Add(tx, journal.Record{Op: journal.OpManifest, Digest: d, Size: size})
+}
+
+// KeepsStubs reports whether the store keeps its manifests as stubs in
+// its index (keepsStubs): a manifest's bytes are then needed only until
+// its blob is written (PutManifestStub).
+func (s *Store) KeepsStubs() (bool, error) {
+	keeps := false
+	err := s.View(func(tx *bolt.Tx) error { keeps = keepsStubs(tx); return nil })
+	return keeps, err
 }
 
 // keepsStubs reports whether tx's store keeps its manifests as stubs:
