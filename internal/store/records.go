@@ -485,7 +485,9 @@ func releasing(tx *bolt.Tx) (stop func()) {
 }
 
 // releaseInterval is how often releasing releases the pages read: bbolt's
-// check of a warm index of 308 MB reads about 1 GB/s here, 10 MB each time.
+// check maps a warm index at about 4 GB/s here (200 of the 308 MB of a
+// store of 1.6 million blobs within 50 ms, released every 10 ms), 4 MB
+// between two releases.
 const releaseInterval = time.Millisecond
 
 // releaseLookupsEvery is how many look-ups in key order (RecordsInOrder)
