@@ -139,6 +139,11 @@ func RecordBlobs(tx *bolt.Tx, recs []BlobRecord) error {
 // marked ones. recs itself when that is all of them (an add's blobs are
 // new), so that 100,000 records are not copied.
 func toRecord(b, suspect *bolt.Bucket, recs []BlobRecord) (fresh []BlobRecord, marked []objects.Digest) {
+	if suspect != nil {
+		if k, _ := suspect.Cursor().First(); k == nil {
+			suspect = nil // no mark: 100,000 look-ups fewer for as many records
+		}
+	}
 	c := b.Cursor()
 	var k []byte
 	copied := false // fresh holds the records kept; until a skip, recs[:i] all are
