@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/mstore/mstore/internal/journal"
 	"github.com/mstore/mstore/internal/names"
@@ -22,13 +21,7 @@ import (
 func TestRebuildFromPackRunsAndPerBlobLines(t *testing.T) {
 	for _, kind := range []string{"packrun", "per-blob lines"} {
 		t.Run(kind, func(t *testing.T) {
-			root := t.TempDir()
-			st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			v1 := storetest.Variant(t, root, "v1", 1)
-			storetest.Add(t, st, v1, "m")
+			st, v1 := oneVersion(t)
 			before := storetest.BlobRecords(t, st)
 			packed := 0
 			for _, r := range before {

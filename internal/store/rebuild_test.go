@@ -179,13 +179,7 @@ func TestRebuildIndex(t *testing.T) {
 // every read and write path to fail with integrity_error or succeed, never
 // panic or fault; fsck must say what is wrong.
 func TestDamagedIndexNeverCrashes(t *testing.T) {
-	root := t.TempDir()
-	st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := storetest.Variant(t, root, "v1", 1)
-	storetest.Add(t, st, v1, "m")
+	st, _ := oneVersion(t)
 	good, err := os.ReadFile(filepath.Join(st.Dir(), "index.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -269,13 +263,7 @@ func fsckErr(r *store.FsckReport, err error) error {
 // is a copy the rebuild leaves out, not one it reads (it made the rebuild
 // panic, slicing past its window).
 func TestRebuildSkipsPackedRecordThatOverflows(t *testing.T) {
-	root := t.TempDir()
-	st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := storetest.Variant(t, root, "v1", 1)
-	storetest.Add(t, st, v1, "m")
+	st, v1 := oneVersion(t)
 	var packed store.BlobRecord
 	st.View(func(tx *bolt.Tx) error {
 		return store.ForEachBlob(tx, func(r store.BlobRecord) error {
@@ -305,4 +293,18 @@ func TestRebuildSkipsPackedRecordThatOverflows(t *testing.T) {
 	}
 	storetest.Fsck(t, st, store.FsckOptions{})
 	storetest.RequireCheckout(t, st, "m", v1)
+}
+
+// oneVersion is a new store (in a temp folder) holding a version of
+// storetest's variant v1 as m.
+func oneVersion(t *testing.T) (*store.Store, storetest.Model) {
+	t.Helper()
+	root := t.TempDir()
+	st, err := store.Open(filepath.Join(root, "store"), true, store.Options{LockTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := storetest.Variant(t, root, "v1", 1)
+	storetest.Add(t, st, v1, "m")
+	return st, v1
 }
