@@ -53,9 +53,6 @@ type fsckBase struct {
 	base objects.Digest
 }
 
-// readRecords copies the blob records of the bucket b out of its
-// transaction, those keep keeps (it is given each key, as a digest, and
-// the record decoded from its value or why it does not decode).
 // countKeys is how many keys b holds, its pages released as they are read.
 func countKeys(b *bolt.Bucket) int {
 	n := 0
@@ -67,6 +64,9 @@ func countKeys(b *bolt.Bucket) int {
 	return n
 }
 
+// readRecords copies the blob records of the bucket b out of its
+// transaction, those keep keeps (it is given each key, as a digest, and
+// the record decoded from its value or why it does not decode).
 func readRecords(b *bolt.Bucket, keep func(k []byte, d objects.Digest, rec BlobRecord, err error) bool) (*fsckRecords, error) {
 	// Room for every record at once (counting them takes 11-45 ms for
 	// 700,000): a list grown by append would copy 45 MB of records into
