@@ -83,12 +83,7 @@ func (s *Store) recordedSound(d objects.Digest) bool {
 func (s *Store) KnownBlobs() (*BlobSet, error) {
 	set := &BlobSet{}
 	err := s.View(func(tx *bolt.Tx) error {
-		suspect := tx.Bucket(bucketSuspect)
-		if suspect != nil {
-			if k, _ := suspect.Cursor().First(); k == nil {
-				suspect = nil
-			}
-		}
+		suspect := suspectMarks(tx)
 		var block []objects.Digest
 		c := tx.Bucket(bucketBlobs).Cursor()
 		n := 0
