@@ -368,7 +368,7 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 	if err := p.checkBases(live, deltas, livePacked); err != nil {
 		return fmt.Errorf("%w; nothing was deleted", err)
 	}
-	p.FreedBlobs = p.dead.n
+	p.FreedBlobs = p.dead.len()
 	p.Reencoded = len(p.reencode)
 
 	var unrecorded []store.StoredFile
@@ -490,7 +490,6 @@ func sortedPacks[V any](m map[store.PackID]V) []store.PackID {
 type deadPrints struct {
 	batcher *store.Batcher
 	batches [][]store.RecordPrint
-	n       int
 }
 
 func (d *deadPrints) add(p store.RecordPrint) {
@@ -499,5 +498,13 @@ func (d *deadPrints) add(p store.RecordPrint) {
 	}
 	last := &d.batches[len(d.batches)-1]
 	*last = append(*last, p) // a batch grows to at most store.RecordBatch (3 MB)
-	d.n++
+}
+
+// len is how many prints d holds.
+func (d *deadPrints) len() int {
+	n := 0
+	for _, b := range d.batches {
+		n += len(b)
+	}
+	return n
 }
