@@ -43,10 +43,10 @@ func indexResident(t *testing.T, st *Store) int64 {
 	return total
 }
 
-// RecordsInOrder releases the index pages it has read as it goes: looking
-// up a few blobs among many (each on a page of its own) keeps a bounded
-// part of the index resident, not every page it passed.
-func TestRecordsInOrderReleasesIndexPages(t *testing.T) {
+// manyRecords is a new store recording 200,000 small packed blobs (an
+// index of about 16 MB), and their records.
+func manyRecords(t *testing.T) (*Store, []BlobRecord) {
+	t.Helper()
 	st := newStore(t)
 	var recs []BlobRecord
 	for i := range 200_000 {
@@ -56,6 +56,14 @@ func TestRecordsInOrderReleasesIndexPages(t *testing.T) {
 	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
 		t.Fatal(err)
 	}
+	return st, recs
+}
+
+// RecordsInOrder releases the index pages it has read as it goes: looking
+// up a few blobs among many (each on a page of its own) keeps a bounded
+// part of the index resident, not every page it passed.
+func TestRecordsInOrderReleasesIndexPages(t *testing.T) {
+	st, recs := manyRecords(t)
 	var sparse []objects.Digest
 	for i := 0; i < len(recs); i += 20 { // 10,000 look-ups, about one a page
 		sparse = append(sparse, recs[i].Digest)
@@ -89,15 +97,7 @@ func TestRecordsInOrderReleasesIndexPages(t *testing.T) {
 // checkedView's read of every page, the count of the blob records, and
 // bbolt's check, whose pages releasing drops from another goroutine.
 func TestFsckReadsReleaseIndexPages(t *testing.T) {
-	st := newStore(t)
-	var recs []BlobRecord
-	for i := range 200_000 {
-		d := objects.Sum([]byte{byte(i), byte(i >> 8), byte(i >> 16), 7})
-		recs = append(recs, BlobRecord{Digest: d, Size: 64, Encoding: EncodingPacked, Pack: PackID{7}, Offset: int64(i) * 64})
-	}
-	if err := st.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
-		t.Fatal(err)
-	}
+	st, recs := manyRecords(t)
 	// Released every releaseEvery records: about 2 MB of leaf pages, and
 	// the branch pages above them.
 	const bound = 4 << 20
