@@ -271,12 +271,14 @@ func Add(ctx context.Context, st *store.Store, path string, opts Options) (*Resu
 		if err := store.RequireRecorded(tx, needs); err != nil {
 			return errs.Wrap(errs.IntegrityError, "add", err, "a blob this version needs left the store while it was being added; add it again")
 		}
-		putManifest := func() error { return store.PutManifestOf(tx, digest, encoded, res.LogicalBytes) }
+		var manifestErr error
 		if encoded == nil {
-			putManifest = func() error { return store.PutManifestStub(tx, digest, manifestSize, res.LogicalBytes) }
+			manifestErr = store.PutManifestStub(tx, digest, manifestSize, res.LogicalBytes)
+		} else {
+			manifestErr = store.PutManifestOf(tx, digest, encoded, res.LogicalBytes)
 		}
-		if err := putManifest(); err != nil {
-			return err
+		if manifestErr != nil {
+			return manifestErr
 		}
 		cur, err := refs.Current(tx, opts.Name)
 		if err != nil && errs.ClassOf(err) != errs.NotFound {
