@@ -308,7 +308,8 @@ func RemoveManifest(tx *bolt.Tx, d objects.Digest) error {
 }
 
 // Version is a stored version as a reader of its blobs needs it: the
-// manifest, its encoding, and the record of every blob it names.
+// manifest, its encoding (when asked for), and the record of every blob it
+// names.
 type Version struct {
 	Manifest *objects.Manifest
 	Encoded  []byte
@@ -318,21 +319,28 @@ type Version struct {
 // ReadVersion takes the store lock shared, so that gc waits while the
 // caller reads the version's blobs, and reads version d in one
 // transaction. The caller releases the lock (Unlock) once its blobs are
-// read; on an error nothing is held.
-func (s *Store) ReadVersion(d objects.Digest) (*Version, *Lock, error) {
+// read; on an error nothing is held. Encoded is nil unless withEncoded: a
+// caller that needs the manifest's bytes only at its end (an OCI layout's
+// map layer) reads them then (ManifestBytes) rather than carry them, 28 MB
+// for 100,000 tensors, while it writes the files.
+func (s *Store) ReadVersion(d objects.Digest, withEncoded bool) (*Version, *Lock, error) {
 	lock, err := s.Lock(LockShared, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	v := &Version{}
 	err = s.View(func(tx *bolt.Tx) (err error) {
-		if v.Encoded, err = s.ManifestBytes(tx, d); err != nil {
+		err = s.withManifest(tx, d, func(b []byte) (err error) {
+			if withEncoded {
+				v.Encoded = bytes.Clone(b)
+			}
+			v.Manifest, err = objects.DecodeManifest(b)
 			return err
-		}
-		if v.Encoded == nil {
+		})
+		if errors.Is(err, errNoManifest) {
 			return errs.New(errs.NotFound, "store", "no manifest %s in this store", d.Short())
 		}
-		if v.Manifest, err = objects.DecodeManifest(v.Encoded); err != nil {
+		if err != nil {
 			return err
 		}
 		v.Records, err = LookupRecords(tx, v.Manifest.Blobs())

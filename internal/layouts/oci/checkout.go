@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
 	mlayout "github.com/mstore/mstore/internal/layouts/layout"
@@ -59,12 +62,13 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err := checkEmpty(dest); err != nil {
 		return nil, err
 	}
-	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
+	// The manifest's bytes are read again for the map layer, at the end.
+	v, lock, err := st.ReadVersion(d, false) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	m, enc, recs := v.Manifest, v.Encoded, v.Records
+	m, recs := v.Manifest, v.Records
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, err
 	}
@@ -99,12 +103,21 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 			o.Progress.Add(f.Size)
 		}
 	}
+	var enc []byte
+	if err := st.View(func(tx *bolt.Tx) (err error) {
+		if enc, err = st.ManifestBytes(tx, d); err == nil && enc == nil { // gc waits on the lock held
+			err = errs.New(errs.IntegrityError, pkg, "manifest %s left the store during the checkout (run `mstore fsck`)", d.Short())
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	cfg, mp, man, err := modelpack.Build(o.Name, d, m, enc, files)
 	if err != nil {
 		return nil, err
 	}
 	for _, b := range []modelpack.Blob{cfg, mp, man} {
-		if err := writeSynced(filepath.Join(blobs, b.Desc.Digest.Encoded()), b.Data); err != nil {
+		if err := writeSynced(filepath.Join(blobs, b.Desc.Digest.Encoded()), b.Open()); err != nil {
 			return nil, err
 		}
 	}
@@ -118,10 +131,10 @@ func Checkout(ctx context.Context, st *store.Store, d objects.Digest, dest strin
 	if err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(tmp, ocispec.ImageIndexFile), ib); err != nil {
+	if err := writeSynced(filepath.Join(tmp, ocispec.ImageIndexFile), bytes.NewReader(ib)); err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(tmp, ocispec.ImageLayoutFile), []byte(layoutFile)); err != nil {
+	if err := writeSynced(filepath.Join(tmp, ocispec.ImageLayoutFile), strings.NewReader(layoutFile)); err != nil {
 		return nil, err
 	}
 	for _, dir := range []string{blobs, filepath.Dir(blobs), tmp} {
@@ -188,8 +201,8 @@ func checkEmpty(dest string) error {
 	return nil
 }
 
-// writeSynced writes b to a new file p and syncs it.
-func writeSynced(p string, b []byte) error {
+// writeSynced writes what r reads to a new file p and syncs it.
+func writeSynced(p string, r io.Reader) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		if os.IsExist(err) {
@@ -197,7 +210,7 @@ func writeSynced(p string, b []byte) error {
 		}
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		return err
 	}

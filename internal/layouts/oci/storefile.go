@@ -17,6 +17,7 @@ type fileReader struct {
 	buf     []byte
 	cur     []byte   // the bytes Read gives next
 	batched [][]byte // the rest of a batch read, given after cur
+	batch   []store.BlobRecord
 	err     error
 }
 
@@ -29,7 +30,20 @@ type part struct {
 // OpenFile streams file f of version m out of st; recs are the records of
 // m's blobs.
 func OpenFile(st *store.Store, m *objects.Manifest, f *objects.File, recs map[objects.Digest]store.BlobRecord) io.ReadCloser {
-	fr := &fileReader{rd: st.NewBlobReader(), recs: recs}
+	n := 0
+	for _, e := range f.Extents {
+		switch e.Kind {
+		case objects.ExtentZeros:
+			n++
+		case objects.ExtentTensor:
+			n += len(m.Tensors[e.Tensor].Chunks)
+		case objects.ExtentFrame:
+			n += len(e.Data.Chunks)
+		}
+	}
+	// Sized once: grown by doubling, the parts of a file of 100,000
+	// tensors were 21 MB allocated for 4 MB kept.
+	fr := &fileReader{rd: st.NewBlobReader(), recs: recs, parts: make([]part, 0, n)}
 	for _, e := range f.Extents {
 		switch e.Kind {
 		case objects.ExtentZeros:
@@ -106,8 +120,11 @@ func (fr *fileReader) next() error {
 		}
 		return nil
 	}
-	// The run of small raw blobs that starts here, up to batchBytes.
-	var recs []store.BlobRecord
+	// The run of small raw blobs that starts here, up to batchBytes. Its
+	// records reuse one list: a new one each batch was 34 MB of garbage
+	// for a file of 100,000 small tensors.
+	recs := fr.batch[:0]
+	defer func() { fr.batch = recs[:0] }()
 	var size int64
 	for _, pt := range fr.parts {
 		if pt.zeros > 0 || pt.blob.IsZero() {

@@ -36,7 +36,7 @@ func mixedVersion(t *testing.T) (*store.Store, []byte, *store.Version) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, lock, err := st.ReadVersion(res.Digest)
+	v, lock, err := st.ReadVersion(res.Digest, false)
 	if err != nil {
 		t.Fatal(err)
 	}

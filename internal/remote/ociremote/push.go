@@ -52,7 +52,7 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 		res.Seconds = time.Since(start).Seconds()
 		return res, err
 	}
-	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
+	v, lock, err := st.ReadVersion(d, true) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func Push(ctx context.Context, st *store.Store, r *Remote, o PushOptions) (*tran
 		return nil, err
 	}
 	for _, b := range []modelpack.Blob{cfg, mp} {
-		up, err := r.putBlob(ctx, b.Desc, func() io.ReadCloser { return io.NopCloser(bytes.NewReader(b.Data)) }, nil)
+		up, err := r.putBlob(ctx, b.Desc, func() io.ReadCloser { return io.NopCloser(b.Open()) }, nil)
 		if err != nil {
 			return nil, err
 		}

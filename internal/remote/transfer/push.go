@@ -47,7 +47,7 @@ func Push(ctx context.Context, st *store.Store, r remote.Remote, o PushOptions) 
 	if err != nil {
 		return nil, err
 	}
-	v, lock, err := st.ReadVersion(d) // held shared: gc waits until the blobs are read
+	v, lock, err := st.ReadVersion(d, true) // held shared: gc waits until the blobs are read
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"time"
@@ -105,10 +106,34 @@ func MediaTypeFor(f objects.File) string {
 	return MediaTypeWeightConf
 }
 
-// Blob is a document to write beside the file layers.
+// Blob is a document to write beside the file layers. The map layer is
+// not held whole: the map of a manifest of 100,000 tensors is 37 MB of
+// base64 beside the manifest's 28 MB, so its bytes are made from the
+// manifest each time they are read (Open), and its Data is nil.
 type Blob struct {
 	Desc ocispec.Descriptor
 	Data []byte
+	// The map layer's JSON: head, then the manifest in base64 and
+	// closed as a string and an object.
+	head, manifest []byte
+}
+
+// Open reads the blob's bytes from the start.
+func (b Blob) Open() io.Reader {
+	if b.Data != nil || b.head == nil {
+		return bytes.NewReader(b.Data)
+	}
+	return io.MultiReader(bytes.NewReader(b.head), &base64Reader{src: b.manifest}, strings.NewReader(mapTail))
+}
+
+// Bytes are the blob's bytes: Data, or the map layer made whole (for
+// tests and small maps).
+func (b Blob) Bytes() []byte {
+	if b.Data != nil || b.head == nil {
+		return b.Data
+	}
+	out, _ := io.ReadAll(b.Open()) // reads memory only: never fails
+	return out
 }
 
 // Build returns the model config, the map layer and the manifest of the
@@ -134,11 +159,9 @@ func Build(name string, d objects.Digest, m *objects.Manifest, enc []byte, files
 	if config, err = blob(MediaTypeConfig, cfg, nil); err != nil {
 		return
 	}
-	mapJSON, err := marshalMap(Map{Schema: 1, Digest: d, Files: files, Manifest: enc})
-	if err != nil {
+	if mapLayer, err = mapBlob(Map{Schema: 1, Digest: d, Files: files, Manifest: enc}, map[string]string{AnnotationDigest: d.String()}); err != nil {
 		return
 	}
-	mapLayer = blobOf(MediaTypeMap, mapJSON, map[string]string{AnnotationDigest: d.String()})
 	layers = append(layers, mapLayer.Desc)
 	man := ocispec.Manifest{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: ArtifactType, Config: config.Desc, Layers: layers,
 		Annotations: map[string]string{AnnotationDigest: d.String()}}
@@ -148,27 +171,60 @@ func Build(name string, d objects.Digest, m *objects.Manifest, enc []byte, files
 	return
 }
 
-// marshalMap is json.Marshal(m), its encoded manifest's base64 written
-// by hand into a buffer of its final size: encoding/json grew its buffer
-// by doubling to hold the 37 MB of a manifest of 100,000 tensors, and
-// copied it once more (0.16 s of `checkout --layout oci`).
-// TestMarshalMapIsJSONs holds it to encoding/json's bytes.
-func marshalMap(m Map) ([]byte, error) {
+// mapBlob is the map layer m, whose JSON is json.Marshal(m): the encoded
+// manifest's base64 is made as the blob is read (Blob.Open), not held.
+// Marshalled by encoding/json, a map of 37 MB grew its buffer by doubling
+// and was copied once more (0.16 s of `checkout --layout oci`), and held
+// whole it was the largest part of the heap of that checkout.
+// TestMapBlobIsJSONs holds it to encoding/json's bytes.
+func mapBlob(m Map, ann map[string]string) (Blob, error) {
 	enc := m.Manifest
 	m.Manifest = nil
 	head, err := json.Marshal(m)
 	if err != nil || enc == nil {
-		return head, err
+		return blobOf(MediaTypeMap, head, ann), err
 	}
 	const null = `null}`
 	if !bytes.HasSuffix(head, []byte(null)) {
-		return nil, fmt.Errorf("modelpack: the map's JSON ends %q, not with the manifest", head[max(0, len(head)-16):])
+		return Blob{}, fmt.Errorf("modelpack: the map's JSON ends %q, not with the manifest", head[max(0, len(head)-16):])
 	}
-	head = head[:len(head)-len(null)]
-	out := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(enc))+2)
-	out = append(append(out, head...), '"')
-	out = base64.StdEncoding.AppendEncode(out, enc)
-	return append(out, '"', '}'), nil
+	head = append(head[:len(head)-len(null)], '"')
+	b := Blob{head: head, manifest: enc}
+	sum := digest.SHA256.Digester()
+	n, err := io.Copy(sum.Hash(), b.Open())
+	if err != nil {
+		return Blob{}, err
+	}
+	b.Desc = ocispec.Descriptor{MediaType: MediaTypeMap, Digest: sum.Digest(), Size: n, Annotations: ann}
+	return b, nil
+}
+
+// mapTail closes the map layer's base64 string and its object.
+const mapTail = `"}`
+
+// base64Reader reads src in standard base64, a block at a time.
+type base64Reader struct {
+	src   []byte
+	block []byte // encoded, not yet read
+	buf   [base64Block / 3 * 4]byte
+}
+
+// base64Block is how many bytes of src base64Reader encodes at a time (a
+// multiple of 3, so that only the last block is padded).
+const base64Block = 48 << 10
+
+func (r *base64Reader) Read(p []byte) (int, error) {
+	if len(r.block) == 0 {
+		if len(r.src) == 0 {
+			return 0, io.EOF
+		}
+		n := min(len(r.src), base64Block)
+		r.block = base64.StdEncoding.AppendEncode(r.buf[:0], r.src[:n])
+		r.src = r.src[n:]
+	}
+	n := copy(p, r.block)
+	r.block = r.block[n:]
+	return n, nil
 }
 
 func blob(mediaType string, v any, ann map[string]string) (Blob, error) {

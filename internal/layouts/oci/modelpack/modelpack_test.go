@@ -3,6 +3,7 @@ package modelpack
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -43,7 +44,7 @@ func TestBuildParseDecodeLocate(t *testing.T) {
 		meta.Name != "blob.bin" || meta.Size != int64(len(data)) || meta.Typeflag != '0' || meta.Mode != 0o644 {
 		t.Fatalf("file metadata %+v, %v", meta, err)
 	}
-	got, m, err := DecodeMap(mp.Data, a)
+	got, m, err := DecodeMap(mp.Bytes(), a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +92,13 @@ func TestRefusals(t *testing.T) {
 	}
 	a, _ := Parse(man.Data)
 	var m map[string]any
-	json.Unmarshal(mp.Data, &m)
+	json.Unmarshal(mp.Bytes(), &m)
 	m["files"].([]any)[0].(map[string]any)["sha256"] = digest.FromString("other").String()
 	lying, _ := json.Marshal(m)
 	if _, _, err := DecodeMap(lying, a); errs.ClassOf(err) != errs.SchemaError {
 		t.Errorf("a map that disagrees with the layers: %v, want schema_error", err)
 	}
-	json.Unmarshal(mp.Data, &m)
+	json.Unmarshal(mp.Bytes(), &m)
 	enc := m["manifest"].(string)
 	m["manifest"] = enc[:len(enc)-8] + "AAAAAAA="
 	lying, _ = json.Marshal(m)
@@ -127,9 +128,10 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// marshalMap writes, byte for byte, what encoding/json writes of a map
-// layer: the artifact's digests depend on it.
-func TestMarshalMapIsJSONs(t *testing.T) {
+// mapBlob reads, byte for byte, what encoding/json writes of a map
+// layer, and its descriptor is of those bytes: the artifact's digests
+// depend on it.
+func TestMapBlobIsJSONs(t *testing.T) {
 	long := make([]byte, 1<<20+5)
 	for i := range long {
 		long[i] = byte(i * 31)
@@ -141,9 +143,34 @@ func TestMarshalMapIsJSONs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := marshalMap(m)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("manifest of %d bytes: marshalMap gave %d bytes (%v), encoding/json %d", len(enc), len(got), err, len(want))
+		b, err := mapBlob(m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range [][]byte{b.Bytes(), readSmall(t, b.Open())} {
+			if !bytes.Equal(got, want) {
+				t.Fatalf("manifest of %d bytes: mapBlob gave %d bytes, encoding/json %d", len(enc), len(got), len(want))
+			}
+		}
+		if b.Desc.Digest != digest.FromBytes(want) || b.Desc.Size != int64(len(want)) {
+			t.Fatalf("manifest of %d bytes: descriptor %s, %d bytes; the bytes are %s", len(enc), b.Desc.Digest, b.Desc.Size, digest.FromBytes(want))
+		}
+	}
+}
+
+// readSmall reads r a few bytes at a time, as a reader with a small
+// buffer does: a block must not be lost between two reads.
+func readSmall(t *testing.T, r io.Reader) []byte {
+	var out []byte
+	buf := make([]byte, 7)
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
