@@ -294,9 +294,10 @@ func (p *plan) adopt(planned *Planned, selected []objects.Tensor, read map[strin
 					continue
 				}
 				src := sources[e.Tensor]
-				for _, pc := range chunkPieces(src.Size, src.Chunks) {
-					pc.tensor = e.Tensor + 1
-					pf.pieces = append(pf.pieces, pc)
+				n := len(pf.pieces)
+				pf.pieces = appendChunkPieces(pf.pieces, src.Size, src.Chunks)
+				for i := n; i < len(pf.pieces); i++ {
+					pf.pieces[i].tensor = e.Tensor + 1
 				}
 			}
 		}

@@ -116,7 +116,7 @@ func parseFile(dir formats.Dir, p string, lim formats.Limits) (*parsedFile, erro
 		return nil, err
 	}
 	size, a := f.Size(), h.alignment
-	b := extentBuilder{f: f, path: p}
+	b := extentBuilder{f: f, path: p, out: make([]formats.Extent, 0, extentsAbout(len(h.kvEnds), len(h.tensors)))}
 	b.addHeader(h.kvEnds, h.infoEnd, nil)
 	dataStart := align(h.infoEnd, a)
 	if len(h.tensors) == 0 {
@@ -189,6 +189,13 @@ func (b *extentBuilder) addHeader(kvEnds []int64, infoEnd int64, hdr []byte) {
 		b.sealed-- // the last frame is not a key/value's own
 	}
 }
+
+// extentsAbout is how many extents a file of kvs key/values and tensors
+// tensors takes at most: two frames a key/value (headerFrames), one for
+// the tensor infos, padding after them, and each tensor with its padding.
+// Grown by doubling, the extents of a file of 100,000 tensors were 82 MB
+// allocated for 18 MB kept, planned and parsed back.
+func extentsAbout(kvs, tensors int) int { return 2*kvs + 2 + 2*tensors }
 
 func (b *extentBuilder) add(e formats.Extent) {
 	e.Offset = b.pos

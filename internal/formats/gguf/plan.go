@@ -237,7 +237,7 @@ func planFile(p string, version uint32, a int64, kvs []KV, tensors []formats.Ten
 		off = align(off+t.Size, a)
 	}
 	f := formats.File{Path: p, Meta: fileMeta(version, a, kvs)}
-	b := extentBuilder{}
+	b := extentBuilder{out: make([]formats.Extent, 0, extentsAbout(len(kvEnds), len(members)))}
 	b.addHeader(kvEnds, int64(len(hdr)), hdr) // cut as Parse cuts it
 	// gguf-py pads before tensor data only: a vocabulary file ends at its
 	// key/values.
