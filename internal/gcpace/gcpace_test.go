@@ -34,3 +34,37 @@ func TestRaiseGCPercentRestores(t *testing.T) {
 		t.Fatalf("GC off, released: GC percent %d", got)
 	}
 }
+
+// Tighten holds the tight target, over a Raise held at the same time and
+// after it is released; the last release of either gives back the
+// setting from before. A tighter setting, or the collector off, is kept.
+func TestTightenOverRaise(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	percent := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
+	raise := Raise()
+	tight := Tighten()
+	if got := percent(); got != tightGCPercent {
+		t.Fatalf("raised and tightened: GC percent %d, want %d", got, tightGCPercent)
+	}
+	raise()
+	if got := percent(); got != tightGCPercent {
+		t.Fatalf("tightened, raise released: GC percent %d, want %d", got, tightGCPercent)
+	}
+	raise = Raise()
+	tight()
+	if got := percent(); got != buildingGCPercent {
+		t.Fatalf("tighten released, raised: GC percent %d, want %d", got, buildingGCPercent)
+	}
+	raise()
+	if got := percent(); got != 100 {
+		t.Fatalf("all released: GC percent %d, want 100", got)
+	}
+	for _, before := range []int{20, -1} {
+		debug.SetGCPercent(before)
+		tight := Tighten()
+		if got := percent(); got != before {
+			t.Fatalf("GC percent %d before, tightened: %d", before, got)
+		}
+		tight()
+	}
+}
