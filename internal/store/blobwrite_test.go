@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/objects"
 )
 
@@ -316,7 +319,7 @@ func TestPutSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &BlobSet{blocks: [][]objects.Digest{{recs[0].Digest}}}
+	set := &BlobSet{blocks: [][]digestHalf{{halfOf(recs[0].Digest[:])}}}
 	w = st.NewBlobWriter(set)
 	putFirst := randomBytes(300, 2)
 	if _, err := w.Put(objects.Sum(putFirst), putFirst); err != nil {
@@ -384,5 +387,30 @@ func TestPutSmall(t *testing.T) {
 	}
 	if err := w.PutSmall(ds[:1], group[:1]); err != errCommitted {
 		t.Errorf("PutSmall after Commit: %v, want %v", err, errCommitted)
+	}
+}
+
+// The snapshot matches digests by their first half (BlobSet): a blob whose
+// first 16 bytes match a recorded digest's is not written, and a version
+// that needs it is then refused by RequireRecorded, which an add's commit
+// asks of every blob it did not write. It is never taken as stored.
+func TestKnownByHalfIsCheckedWhole(t *testing.T) {
+	st := newStore(t)
+	data := randomBytes(700, 9)
+	d := objects.Sum(data)
+	other := d
+	other[31] ^= 1 // the same first half: what the snapshot took as recorded
+	w := st.NewBlobWriter(&BlobSet{blocks: [][]digestHalf{{halfOf(other[:])}}})
+	defer w.Abort()
+	if _, err := w.Put(d, data); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.Commit()
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("Commit: %d records (%v), want none: the blob was taken as recorded", len(recs), err)
+	}
+	err = st.View(func(tx *bolt.Tx) error { return RequireRecorded(tx, []objects.Digest{d}) })
+	if errs.ClassOf(err) != errs.IntegrityError {
+		t.Fatalf("RequireRecorded of a blob only its first half matched: %v, want integrity_error", err)
 	}
 }
