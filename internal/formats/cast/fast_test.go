@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// reference is castTransform's value-by-value cast of one value.
+// reference is caster.cast's value-by-value cast of one value.
 func reference(from, to string, clamp bool, src []byte) (uint64, bool) {
 	return castValue(decodeFloat(src, floatFormats[from]), floatFormats[to], clamp)
 }
