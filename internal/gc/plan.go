@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mstore/mstore/internal/errs"
+	"github.com/mstore/mstore/internal/gcpace"
 	"github.com/mstore/mstore/internal/objects"
 	"github.com/mstore/mstore/internal/refs"
 	"github.com/mstore/mstore/internal/store"
@@ -128,6 +129,9 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Plan, *Result, er
 		return nil, nil, err
 	}
 	defer lock.Unlock()
+	// Its marks and prints are live while each removal transaction makes
+	// garbage of the index's pages (gcpace.Tighten).
+	defer gcpace.Tighten()()
 	p, err := NewPlan(ctx, st, opts)
 	if err != nil {
 		return nil, nil, err
