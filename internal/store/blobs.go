@@ -38,10 +38,10 @@ func (s *Store) PackPath(id PackID) string {
 // it hashes, 26 MB rather than 51 for a store of 1.6 million blobs (the
 // peak of an add into it). A blob whose first half matches a recorded
 // one's is taken as recorded and not written; the add's commit then
-// requires every blob of its version recorded by its whole digest
-// (RequireRecorded), so a match that was not the same blob fails the add
-// and is never stored as it. Such a match takes finding 128 bits of a
-// BLAKE3 digest.
+// requires every blob of its version that it did not write to be recorded
+// under its whole digest (RequireRecorded), so a match that was another
+// blob fails the add, and no version is committed without its bytes.
+// Such a match takes finding 128 bits of a BLAKE3 digest.
 type BlobSet struct {
 	// blocks hold the snapshot in key order, knownBlock halves each but
 	// the last.
