@@ -126,16 +126,6 @@ func (b Blob) Open() io.Reader {
 	return io.MultiReader(bytes.NewReader(b.head), &base64Reader{src: b.manifest}, strings.NewReader(mapTail))
 }
 
-// Bytes are the blob's bytes: Data, or the map layer made whole (for
-// tests and small maps).
-func (b Blob) Bytes() []byte {
-	if b.Data != nil || b.head == nil {
-		return b.Data
-	}
-	out, _ := io.ReadAll(b.Open()) // reads memory only: never fails
-	return out
-}
-
 // Build returns the model config, the map layer and the manifest of the
 // artifact of version d (m, encoded as enc) named name, whose files have
 // the sha256s files gives in m's file order. The output is deterministic:

@@ -44,7 +44,7 @@ func TestBuildParseDecodeLocate(t *testing.T) {
 		meta.Name != "blob.bin" || meta.Size != int64(len(data)) || meta.Typeflag != '0' || meta.Mode != 0o644 {
 		t.Fatalf("file metadata %+v, %v", meta, err)
 	}
-	got, m, err := DecodeMap(mp.Bytes(), a)
+	got, m, err := DecodeMap(bytesOf(t, mp), a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ func TestRefusals(t *testing.T) {
 	}
 	a, _ := Parse(man.Data)
 	var m map[string]any
-	json.Unmarshal(mp.Bytes(), &m)
+	json.Unmarshal(bytesOf(t, mp), &m)
 	m["files"].([]any)[0].(map[string]any)["sha256"] = digest.FromString("other").String()
 	lying, _ := json.Marshal(m)
 	if _, _, err := DecodeMap(lying, a); errs.ClassOf(err) != errs.SchemaError {
 		t.Errorf("a map that disagrees with the layers: %v, want schema_error", err)
 	}
-	json.Unmarshal(mp.Bytes(), &m)
+	json.Unmarshal(bytesOf(t, mp), &m)
 	enc := m["manifest"].(string)
 	m["manifest"] = enc[:len(enc)-8] + "AAAAAAA="
 	lying, _ = json.Marshal(m)
@@ -147,7 +147,7 @@ func TestMapBlobIsJSONs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, got := range [][]byte{b.Bytes(), readSmall(t, b.Open())} {
+		for _, got := range [][]byte{bytesOf(t, b), readSmall(t, b.Open())} {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("manifest of %d bytes: mapBlob gave %d bytes, encoding/json %d", len(enc), len(got), len(want))
 			}
@@ -173,4 +173,14 @@ func readSmall(t *testing.T, r io.Reader) []byte {
 			t.Fatal(err)
 		}
 	}
+}
+
+// bytesOf reads blob b whole (Open).
+func bytesOf(t testing.TB, b Blob) []byte {
+	t.Helper()
+	out, err := io.ReadAll(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
