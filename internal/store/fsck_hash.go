@@ -20,6 +20,13 @@ const hashBatch = 16 << 20
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+// withinPack reports whether the n bytes from off lie within a pack of
+// size bytes. (Not off+n <= size: a damaged record's or journal line's
+// values can make that sum overflow.)
+func withinPack(off, n, size int64) bool {
+	return off >= 0 && n >= 0 && off <= size && n <= size-off
+}
+
 // hashRange returns the digest of n bytes of r from off, reading exactly n.
 func hashRange(r io.ReaderAt, off, n int64) (objects.Digest, error) {
 	bp := copyBufs.Get().(*[]byte)
@@ -250,7 +257,7 @@ func (s *Store) hashBlobs(ctx context.Context, r *FsckReport, st *fsckState, fil
 		}
 		for _, i := range in {
 			off, n := recs.offset(int(i)), recs.size(int(i))
-			if off > f.Size || n > f.Size-off { // not off+n, which a record can make overflow
+			if !withinPack(off, n, f.Size) {
 				finding(&r.Corrupt, recs.record(int(i)), rel, "recorded at bytes %d-%d of a pack of %d bytes", off, off+n, f.Size)
 				continue
 			}

@@ -263,9 +263,7 @@ func (s *Store) recoverBlobs(ctx context.Context, log *journal.Log, workers int,
 			}
 			order++
 			named[id] = true
-			// (Not Offset+Size > f.Size: a damaged journal's values can
-			// make that sum overflow.)
-			if f, ok := packs[id]; !ok || rec.Offset < 0 || rec.Size < 0 || rec.Offset > f.Size || rec.Size > f.Size-rec.Offset {
+			if f, ok := packs[id]; !ok || !withinPack(rec.Offset, rec.Size, f.Size) {
 				continue // the pack is gone (gc) or shorter: not this copy
 			}
 			br := BlobRecord{Digest: rec.Digest, Size: rec.Size, Encoding: EncodingPacked, Pack: id, Offset: rec.Offset}
