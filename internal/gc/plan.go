@@ -358,16 +358,13 @@ func (p *Plan) sweep(st *store.Store, tx *bolt.Tx, opts Options, live *liveSet) 
 		}
 		return nil
 	})
-	if err != nil {
-		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
+	if err == nil {
+		for d, ok := marks.peek(); ok; d, ok = marks.advance() {
+			p.missing(d)
+		}
 	}
-	for d, ok := marks.peek(); ok; d, ok = marks.advance() {
-		p.missing(d)
-	}
-	// A run that cannot be read back (the store's tmp/) is an I/O error,
-	// not the index's.
-	if marks.err != nil {
-		return fmt.Errorf("%w; nothing was deleted", marks.err)
+	if err := walkFailed(err, marks); err != nil {
+		return err
 	}
 	if err := p.checkBases(live, deltas, livePacked); err != nil {
 		return fmt.Errorf("%w; nothing was deleted", err)
@@ -446,11 +443,8 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live *l
 		}
 		return nil
 	})
-	if err != nil {
-		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
-	}
-	if marks.err != nil {
-		return fmt.Errorf("%w; nothing was deleted", marks.err)
+	if err := walkFailed(err, marks); err != nil {
+		return err
 	}
 	slices.SortStableFunc(p.repackRecs, func(a, b store.BlobRecord) int {
 		if c := bytes.Compare(a.Pack[:], b.Pack[:]); c != 0 {
@@ -458,6 +452,20 @@ func (p *Plan) gatherRepacks(tx *bolt.Tx, repacks map[store.PackID]bool, live *l
 		}
 		return cmp.Compare(a.Offset, b.Offset)
 	})
+	return nil
+}
+
+// walkFailed is what a walk of the blob records beside the marks ends
+// with: err, the index's, as an integrity_error; else the marks' error,
+// where a run in the store's tmp/ could not be read back, an I/O error
+// and not the index's; else nil.
+func walkFailed(err error, marks *liveStream) error {
+	if err != nil {
+		return errs.Wrap(errs.IntegrityError, "gc", err, "cannot read the blob records; nothing was deleted (run `mstore fsck`)")
+	}
+	if marks.err != nil {
+		return fmt.Errorf("%w; nothing was deleted", marks.err)
+	}
 	return nil
 }
 
