@@ -4,6 +4,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 func TestCRC32Combine(t *testing.T) {
@@ -20,9 +21,14 @@ func TestCRC32Combine(t *testing.T) {
 		if got := CRC32Combine(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(b), int64(n)); got != want {
 			t.Errorf("combine of %d and %d bytes = %#x, want %#x", len(a), n, got, want)
 		}
-		s := CRC32Slot{Prefix: a, Size: int64(n)}
-		if len(a) > 0 && s.Value(crc32.ChecksumIEEE(b)) != want {
+		s := CRC32Slot{PrefixCRC: crc32.ChecksumIEEE(a), Size: int64(n)}
+		if s.Value(crc32.ChecksumIEEE(b)) != want {
 			t.Errorf("slot with a %d-byte prefix: wrong CRC", len(a))
+		}
+		// What Value skips for a PrefixCRC of 0: combined with a CRC-32
+		// of 0, a CRC-32 is itself.
+		if crcB := crc32.ChecksumIEEE(b); CRC32Combine(0, crcB, int64(n)) != crcB {
+			t.Errorf("combine of a CRC-32 of 0 with %d bytes changed their CRC-32", n)
 		}
 	}
 }
@@ -42,5 +48,12 @@ func TestCRC32CombineLong(t *testing.T) {
 		if got := CRC32Combine(crc32.ChecksumIEEE(a), crcB, n); got != want {
 			t.Errorf("combine with %d zero bytes = %#x, want %#x", n, got, want)
 		}
+	}
+}
+
+// An .npz of 100,000 arrays plans 200,000 slots.
+func TestCRC32SlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(CRC32Slot{}); n > 24 {
+		t.Errorf("a CRC-32 slot is %d bytes, want at most 24", n)
 	}
 }

@@ -79,7 +79,7 @@ func castParts(d *derived, size int64, tensor int) []piece {
 		s.turns[k] = make(chan struct{})
 		part := *d
 		part.part = &castPart{stream: s, index: k}
-		out[k] = piece{derived: &part, size: made, tensor: tensor}
+		out[k] = piece{derived: &part, size: made, tensor: int32(tensor)}
 		total += made
 	}
 	if total != size {

@@ -64,7 +64,7 @@ func copyable(f planFile) bool {
 		return true // blobs and zeros only (storedFile): no need to look at 100,000 pieces
 	}
 	for _, pc := range f.pieces {
-		if pc.derived != nil || len(pc.crcs) > 0 {
+		if pc.derived != nil || len(pc.crcs()) > 0 {
 			return false
 		}
 	}
@@ -86,11 +86,11 @@ func copyJobs(blobs *blobSource, f planFile) ([]copyJob, error) {
 			jobs = append(jobs, copyJob{off: off, size: pc.size, zeros: true})
 			off += pc.size
 			continue
-		case pc.literal != nil:
-			if int64(len(pc.literal)) != pc.size {
-				return nil, fmt.Errorf("checkout: %s: a planned frame of %d bytes holds %d", f.path, pc.size, len(pc.literal))
+		case pc.frame != nil:
+			if int64(len(pc.literal())) != pc.size {
+				return nil, fmt.Errorf("checkout: %s: a planned frame of %d bytes holds %d", f.path, pc.size, len(pc.literal()))
 			}
-			jobs = append(jobs, copyJob{off: off, size: pc.size, literal: pc.literal})
+			jobs = append(jobs, copyJob{off: off, size: pc.size, literal: pc.literal()})
 			off += pc.size
 			continue
 		}
@@ -320,7 +320,7 @@ func verifyWritten(out *os.File, path string, j copyJob) error {
 	}
 	var c blobCheck
 	for _, pc := range j.pieces {
-		if err := c.add(data[:pc.size], pc.blob); err != nil {
+		if err := c.add(data[:pc.size], *pc.blob); err != nil {
 			return err
 		}
 		data = data[pc.size:]
@@ -418,7 +418,7 @@ func runBuffered(blobs *blobSource, out *os.File, path string, j copyJob) error 
 			}
 		}
 		for _, pc := range p.pieces {
-			if err := c.add(at[:pc.size], pc.blob); err != nil {
+			if err := c.add(at[:pc.size], *pc.blob); err != nil {
 				return err
 			}
 			at = at[pc.size:]

@@ -122,8 +122,8 @@ func TestCheckoutRefusesDamagedCodedBlobs(t *testing.T) {
 			var used []objects.Digest // every blob of the fine-tune's files
 			for _, mf := range m.Files {
 				for _, pc := range storedFile(m, mf).pieces {
-					if pc.literal == nil && !pc.zeros {
-						used = append(used, pc.blob)
+					if pc.frame == nil && !pc.zeros {
+						used = append(used, *pc.blob)
 					}
 				}
 			}

@@ -89,8 +89,8 @@ func TestWriterFillsCRC32Slots(t *testing.T) {
 	root := t.TempDir()
 	tensor := []byte("tensor bytes")
 	f := planFile{path: "a.zip", size: int64(len(tensor)) + 8, pieces: []piece{
-		{literal: tensor, size: int64(len(tensor)), tensor: 1},
-		{literal: []byte("CRC:____"), size: 8, crcs: []formats.CRC32Slot{{At: 4, Tensor: 0}}},
+		{frame: &formats.Extent{Kind: formats.Frame, Size: int64(len(tensor)), Bytes: tensor}, size: int64(len(tensor)), tensor: 1},
+		{frame: &formats.Extent{Kind: formats.Frame, Size: 8, Bytes: []byte("CRC:____"), CRC32s: []formats.CRC32Slot{{At: 4, Tensor: 0}}}, size: 8},
 	}}
 	if err := writeFile(context.Background(), nil, f, root, 1, nil); err != nil {
 		t.Fatal(err)

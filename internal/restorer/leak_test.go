@@ -78,7 +78,8 @@ func TestNoFetchOutlivesWriteAll(t *testing.T) {
 		pf := planFile{path: fmt.Sprintf("f%d", f)}
 		for i := range 16 {
 			// Each large enough to be read alone (batchPiece).
-			pf.pieces = append(pf.pieces, piece{blob: objects.Sum([]byte{byte(f), byte(i)}), size: batchPiece})
+			d := objects.Sum([]byte{byte(f), byte(i)})
+			pf.pieces = append(pf.pieces, piece{blob: &d, size: batchPiece})
 			pf.size += batchPiece
 		}
 		files = append(files, pf)

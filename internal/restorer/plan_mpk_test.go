@@ -188,7 +188,7 @@ func TestWriterEncodes(t *testing.T) {
 	data := bytes.Repeat([]byte("tar stream "), 1000)
 	want := objects.Sum(data)
 	f := planFile{path: "a/x.tar.gz", size: int64(len(data)), want: &want, encoding: mpk.Compression,
-		pieces: []piece{{literal: data[:5000], size: 5000}, {literal: data[5000:], size: int64(len(data) - 5000)}}}
+		pieces: []piece{frameOf(data[:5000]), frameOf(data[5000:])}}
 	if err := writeFile(context.Background(), nil, f, root, 1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestWriterStaysInItsRoot(t *testing.T) {
 		if plant == "etc" {
 			os.Mkdir(filepath.Join(outside, "etc"), 0o755)
 		}
-		f := planFile{path: "etc/x.json", size: 2, pieces: []piece{{literal: []byte("{}"), size: 2}}}
+		f := planFile{path: "etc/x.json", size: 2, pieces: []piece{frameOf([]byte("{}"))}}
 		if err := writeFile(context.Background(), nil, f, root, 1, nil); err == nil {
 			t.Errorf("%s: a write followed a link out of its root", plant)
 		}

@@ -271,7 +271,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	}
 	need := make([]objects.Digest, 0, n)
 	point := func(pc *piece) {
-		need = append(need, pc.blob)
+		need = append(need, *pc.blob)
 		pc.rec = int32(len(need))
 	}
 	for _, f := range p.files {
@@ -280,7 +280,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 			switch {
 			case pc.derived != nil && pc.derived.part != nil: // its one chunk
 				d := pc.derived
-				d.chunks = []piece{{blob: d.source.Chunks[d.part.index], size: d.readSize()}}
+				d.chunks = []piece{{blob: &d.source.Chunks[d.part.index], size: d.readSize()}}
 				point(&d.chunks[0])
 			case pc.derived != nil:
 				src := pc.derived.source
@@ -288,7 +288,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 				for j := range pc.derived.chunks {
 					point(&pc.derived.chunks[j])
 				}
-			case pc.literal == nil && !pc.zeros:
+			case pc.frame == nil && !pc.zeros:
 				point(pc)
 			}
 		}
@@ -308,7 +308,10 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 // record is the index record of a blob piece, checked against the size
 // the manifest gives it.
 func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
-	if pc.rec <= 0 || int(pc.rec) > len(b.recs) || b.recs[pc.rec-1].Digest != pc.blob {
+	if pc.blob == nil {
+		return store.BlobRecord{}, fmt.Errorf("checkout: a piece of %d bytes that is no blob was looked up", pc.size)
+	}
+	if pc.rec <= 0 || int(pc.rec) > len(b.recs) || b.recs[pc.rec-1].Digest != *pc.blob {
 		return store.BlobRecord{}, fmt.Errorf("checkout: blob %s was not looked up", pc.blob.Short())
 	}
 	rec := b.recs[pc.rec-1]

@@ -42,7 +42,7 @@ type pieceSource interface {
 // isRead reports whether pc's bytes come from the store: a blob's, or a
 // tensor's made from a stored one (derived).
 func (pc *piece) isRead() bool {
-	return pc.literal == nil && !pc.zeros
+	return pc.frame == nil && !pc.zeros
 }
 
 // readSize is how many bytes reading pc reads from the store.
@@ -203,12 +203,16 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 		enc = encode(buffered)
 		w = enc
 	}
-	var crcs map[int]uint32 // by planned tensor, when a frame needs them
+	// The CRC-32s of the planned tensors, when a frame needs them: a
+	// slice, where a map of 100,000 took 4 MB.
+	var crcs []uint32
+	needCRCs, tensors := false, 0
 	for _, pc := range f.pieces {
-		if len(pc.crcs) > 0 {
-			crcs = map[int]uint32{}
-			break
-		}
+		needCRCs = needCRCs || len(pc.crcs()) > 0
+		tensors = max(tensors, int(pc.tensor))
+	}
+	if needCRCs {
+		crcs = make([]uint32, tensors)
 	}
 	var current int // the tensor (+1) of the piece being written
 	write := func(b []byte) error {
@@ -227,19 +231,19 @@ func writeFile(ctx context.Context, blobs pieceSource, f planFile, root string, 
 		return nil
 	}
 	for _, pc := range f.pieces {
-		current = pc.tensor
+		current = int(pc.tensor)
 		switch {
-		case pc.literal != nil && len(pc.crcs) > 0:
-			b := bytes.Clone(pc.literal)
-			for _, s := range pc.crcs {
-				if s.At < 0 || s.At > len(b)-4 {
-					return fmt.Errorf("checkout: %s: CRC-32 slot at %d of a %d-byte frame", f.path, s.At, len(b))
+		case pc.frame != nil && len(pc.crcs()) > 0:
+			b := bytes.Clone(pc.literal())
+			for _, s := range pc.crcs() {
+				if s.At < 0 || s.At > len(b)-4 || s.Tensor < 0 || int(s.Tensor) >= len(crcs) {
+					return fmt.Errorf("checkout: %s: CRC-32 slot at %d of a %d-byte frame, of tensor %d", f.path, s.At, len(b), s.Tensor)
 				}
-				binary.LittleEndian.PutUint32(b[s.At:], s.Value(crcs[s.Tensor]))
+				binary.LittleEndian.PutUint32(b[s.At:], s.Value(crcs[int(s.Tensor)]))
 			}
 			err = write(b)
-		case pc.literal != nil:
-			err = write(pc.literal)
+		case pc.frame != nil:
+			err = write(pc.literal())
 		case pc.zeros:
 			for left := pc.size; left > 0 && err == nil; left -= min(left, int64(len(zeroBuf))) {
 				err = write(zeroBuf[:min(left, int64(len(zeroBuf)))])

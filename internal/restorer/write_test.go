@@ -26,11 +26,11 @@ import (
 var manySmall = testmodel.Spec{Layers: 40, Hidden: 16, Vocab: 2048, DType: "F32", Seed: 7}
 
 func TestFetchesOf(t *testing.T) {
-	blob := func(size int64) piece { return piece{blob: objects.Sum([]byte{byte(size)}), size: size} }
+	blob := func(size int64) piece { d := objects.Sum([]byte{byte(size)}); return piece{blob: &d, size: size} }
 	cast := func(from, to int64) piece {
 		return piece{derived: &derived{source: objects.Tensor{Size: from}}, size: to}
 	}
-	frame := piece{literal: []byte("frame"), size: 5}
+	frame := frameOf([]byte("frame"))
 	zeros := piece{zeros: true, size: 3}
 	small, large := blob(100), blob(batchPiece)
 	var full []piece // batchCount+1 small blobs

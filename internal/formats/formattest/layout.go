@@ -150,7 +150,7 @@ func Materialize(l *formats.Layout, data [][]byte) (map[string][]byte, error) {
 				start := len(buf)
 				buf = append(buf, e.Bytes...)
 				for _, s := range e.CRC32s {
-					if s.At < 0 || s.At > len(e.Bytes)-4 || s.Tensor < 0 || s.Tensor >= len(data) {
+					if s.At < 0 || s.At > len(e.Bytes)-4 || s.Tensor < 0 || int(s.Tensor) >= len(data) {
 						return nil, fmt.Errorf("%s: frame extent %d has a CRC-32 slot out of range", f.Path, j)
 					}
 					binary.LittleEndian.PutUint32(buf[start+s.At:], s.Value(crc32.ChecksumIEEE(data[s.Tensor])))

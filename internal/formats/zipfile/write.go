@@ -50,10 +50,13 @@ type centralEntry struct {
 	name   string
 	flags  uint16
 	crc    uint32
-	tensor int    // CRC slot tensor, or -1 when crc is known
-	prefix []byte // what the member holds before the tensor (CRC32Slot.Prefix)
-	size   int64  // the member's size
-	header int64
+	tensor int // CRC slot tensor, or -1 when crc is known
+	// prefixCRC and prefixLen: what the member holds before the tensor
+	// (CRC32Slot.PrefixCRC)
+	prefixCRC uint32
+	prefixLen int64
+	size      int64 // the member's size
+	header    int64
 }
 
 // Expect makes room for members more members: their extents (a frame and
@@ -78,12 +81,12 @@ func (w *Writer) u16(v uint16) { w.put(byte(v), byte(v>>8)) }
 func (w *Writer) u32(v uint32) { w.put(byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
 func (w *Writer) u64(v uint64) { w.u32(uint32(v)); w.u32(uint32(v >> 32)) }
 
-// slot reserves 4 bytes for the CRC-32 of a member holding prefix and then
-// a tensor of size bytes.
-func (w *Writer) slot(tensor int, prefix []byte, size int64) {
-	s := formats.CRC32Slot{At: len(w.block) - w.start, Tensor: tensor}
-	if len(prefix) > 0 {
-		s.Prefix, s.Size = prefix, size
+// slot reserves 4 bytes for the CRC-32 of e, a member holding a prefix
+// and then a tensor.
+func (w *Writer) slot(e centralEntry) {
+	s := formats.CRC32Slot{At: len(w.block) - w.start, Tensor: int32(e.tensor)}
+	if e.prefixLen > 0 {
+		s.PrefixCRC, s.Size = e.prefixCRC, e.size-e.prefixLen
 	}
 	if len(w.slotBlock) == cap(w.slotBlock) {
 		slots := w.slotBlock[w.slotStart:]
@@ -167,22 +170,22 @@ func (w *Writer) header(name string, size int64) (zip64 bool, flags uint16) {
 }
 
 // descriptor writes the data descriptor after a non-empty member.
-func (w *Writer) descriptor(zip64 bool, crc uint32, tensor int, prefix []byte, size int64) {
-	if size == 0 {
+func (w *Writer) descriptor(zip64 bool, e centralEntry) {
+	if e.size == 0 {
 		return
 	}
 	w.u32(sigDescriptor)
-	if tensor >= 0 {
-		w.slot(tensor, prefix, size-int64(len(prefix)))
+	if e.tensor >= 0 {
+		w.slot(e)
 	} else {
-		w.u32(crc)
+		w.u32(e.crc)
 	}
 	if zip64 {
-		w.u64(uint64(size))
-		w.u64(uint64(size))
+		w.u64(uint64(e.size))
+		w.u64(uint64(e.size))
 	} else {
-		w.u32(uint32(size))
-		w.u32(uint32(size))
+		w.u32(uint32(e.size))
+		w.u32(uint32(e.size))
 	}
 }
 
@@ -191,9 +194,9 @@ func (w *Writer) AddBytes(name string, data []byte) {
 	at := w.off
 	zip64, flags := w.header(name, int64(len(data)))
 	w.put(data...)
-	crc := crc32.ChecksumIEEE(data)
-	w.descriptor(zip64, crc, -1, nil, int64(len(data)))
-	w.central = append(w.central, centralEntry{name: name, flags: flags, crc: crc, tensor: -1, size: int64(len(data)), header: at})
+	e := centralEntry{name: name, flags: flags, crc: crc32.ChecksumIEEE(data), tensor: -1, size: int64(len(data)), header: at}
+	w.descriptor(zip64, e)
+	w.central = append(w.central, e)
 }
 
 // AddTensor adds a member holding Layout.Tensors[tensor]'s size bytes.
@@ -203,11 +206,11 @@ func (w *Writer) AddTensor(name string, tensor int, size int64) {
 	w.flush()
 	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
 	w.off += size
-	w.descriptor(zip64, 0, tensor, nil, size)
 	e := centralEntry{name: name, flags: flags, tensor: tensor, size: size, header: at}
 	if size == 0 {
 		e.tensor = -1 // the CRC of nothing is 0
 	}
+	w.descriptor(zip64, e)
 	w.central = append(w.central, e)
 }
 
@@ -217,15 +220,14 @@ func (w *Writer) AddTensorAfter(name string, prefix []byte, tensor int, size int
 	at, total := w.off, int64(len(prefix))+size
 	zip64, flags := w.header(name, total)
 	w.put(prefix...)
-	frame := w.flush()
-	prefix = frame[len(frame)-len(prefix):] // the caller's copy is not kept
+	w.flush()
 	w.file.Extents = append(w.file.Extents, formats.Extent{Kind: formats.TensorData, Offset: w.off, Size: size, Tensor: tensor})
 	w.off += size
-	e := centralEntry{name: name, flags: flags, tensor: tensor, prefix: prefix, size: total, header: at}
+	e := centralEntry{name: name, flags: flags, tensor: tensor, prefixCRC: crc32.ChecksumIEEE(prefix), prefixLen: int64(len(prefix)), size: total, header: at}
 	if size == 0 {
-		e.tensor, e.crc = -1, crc32.ChecksumIEEE(prefix) // known: the prefix alone
+		e.tensor, e.crc = -1, e.prefixCRC // known: the prefix alone
 	}
-	w.descriptor(zip64, e.crc, e.tensor, prefix, total)
+	w.descriptor(zip64, e)
 	w.central = append(w.central, e)
 }
 
@@ -259,7 +261,7 @@ func (w *Writer) Finish(path string) formats.File {
 		w.u16(methodStored)
 		w.u32(0) // time and date
 		if e.tensor >= 0 {
-			w.slot(e.tensor, e.prefix, e.size-int64(len(e.prefix)))
+			w.slot(e)
 		} else {
 			w.u32(e.crc)
 		}
