@@ -258,16 +258,23 @@ func ReadSmallFile(st *store.Store, m *objects.Manifest, p string, limit int64) 
 // once, up front, in one walk of the index: piece.rec points into recs.
 type blobSource struct {
 	*store.BlobReader
-	recs []store.BlobRecord
+	recs *store.RecordTable
 }
 
 // openBlobs looks up the records of every blob p reads and points each
 // piece at its own (a derived piece's source chunks become pieces of their
 // own, derived.chunks).
 func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
-	n := 0
+	n := 0 // the blobs read: not a re-layout's frames (200,000 for an npz of 100,000 arrays)
 	for _, f := range p.files {
-		n += len(f.pieces)
+		for _, pc := range f.pieces {
+			switch {
+			case pc.derived != nil && pc.derived.part == nil:
+				n += len(pc.derived.source.Chunks)
+			case pc.derived != nil || pc.blob != nil:
+				n++
+			}
+		}
 	}
 	need := make([]objects.Digest, 0, n)
 	point := func(pc *piece) {
@@ -295,7 +302,7 @@ func openBlobs(st *store.Store, p *plan) (*blobSource, error) {
 	}
 	src := &blobSource{BlobReader: st.NewBlobReader()}
 	err := st.View(func(tx *bolt.Tx) (err error) {
-		src.recs, err = store.RecordsInOrder(tx, need)
+		src.recs, err = store.RecordTableInOrder(tx, need)
 		return err
 	})
 	if err != nil {
@@ -311,10 +318,12 @@ func (b *blobSource) record(pc piece) (store.BlobRecord, error) {
 	if pc.blob == nil {
 		return store.BlobRecord{}, fmt.Errorf("checkout: a piece of %d bytes that is no blob was looked up", pc.size)
 	}
-	if pc.rec <= 0 || int(pc.rec) > len(b.recs) || b.recs[pc.rec-1].Digest != *pc.blob {
+	if pc.rec <= 0 || int(pc.rec) > b.recs.Len() {
 		return store.BlobRecord{}, fmt.Errorf("checkout: blob %s was not looked up", pc.blob.Short())
 	}
-	rec := b.recs[pc.rec-1]
+	// The record of the digest looked up for pc: a piece pointed at
+	// another's would fail its blob's check, which every read makes.
+	rec := b.recs.At(int(pc.rec-1), *pc.blob)
 	if rec.Size != pc.size {
 		return store.BlobRecord{}, errs.New(errs.IntegrityError, "checkout", "blob %s is recorded as %d bytes, the manifest needs %d", pc.blob.Short(), rec.Size, pc.size)
 	}

@@ -118,3 +118,67 @@ func TestManifestOutlivesItsTransaction(t *testing.T) {
 		}
 	}
 }
+
+// RecordTableInOrder keeps what RecordsInOrder returns: for blob files,
+// packed blobs of two packs and coded blobs (a delta with its base's
+// record), each asked for once or twice, At gives the same record.
+func TestRecordTableInOrder(t *testing.T) {
+	s := newStore(t)
+	packs := []PackID{{1}, {2}}
+	var recs []BlobRecord
+	for i := range 200 {
+		r := BlobRecord{Digest: objects.Sum(fmt.Append(nil, "blob ", i)), Size: int64(100 + i)}
+		switch i % 4 {
+		case 0:
+			r.Encoding = EncodingRaw
+		case 1, 2:
+			r.Encoding, r.Pack, r.Offset = EncodingPacked, packs[i%2], int64(1000*i)
+		case 3:
+			r.Encoding, r.Pack, r.Offset, r.Coding, r.Stored = EncodingPacked, packs[0], int64(1000*i), CodingGrouped, int64(i)
+			if i%8 == 7 { // a delta against the blob before it, a raw one
+				r.Coding, r.Base = CodingDelta, recs[i-1].Digest
+			}
+		}
+		recs = append(recs, r)
+	}
+	if err := s.Update(func(tx *bolt.Tx) error { return RecordBlobs(tx, recs) }); err != nil {
+		t.Fatal(err)
+	}
+	var ds []objects.Digest
+	for i := len(recs) - 1; i >= 0; i-- {
+		ds = append(ds, recs[i].Digest)
+	}
+	ds = append(ds, ds[:50]...)
+	err := s.View(func(tx *bolt.Tx) error {
+		want, err := RecordsInOrder(tx, ds)
+		if err != nil {
+			return err
+		}
+		table, err := RecordTableInOrder(tx, ds)
+		if err != nil {
+			return err
+		}
+		if table.Len() != len(ds) {
+			return fmt.Errorf("a table of %d records for %d digests", table.Len(), len(ds))
+		}
+		for i, d := range ds {
+			got, w := table.At(i, d), want[i]
+			if (got.BaseRec == nil) != (w.BaseRec == nil) || got.BaseRec != nil && *got.BaseRec != *w.BaseRec {
+				return fmt.Errorf("digest %d (%s): base record %v, want %v", i, d.Short(), got.BaseRec, w.BaseRec)
+			}
+			if got.Coding == CodingDelta && (got.BaseRec == nil || got.BaseRec.Digest != got.Base) {
+				return fmt.Errorf("digest %d: a delta without its base's record", i)
+			}
+			if got.BaseRec, w.BaseRec = nil, nil; got != w {
+				return fmt.Errorf("digest %d (%s): %+v, want %+v", i, d.Short(), got, w)
+			}
+		}
+		if _, err := RecordTableInOrder(tx, append(ds[:len(ds):len(ds)], objects.Sum([]byte("not recorded")))); !errors.Is(err, errs.IntegrityError) {
+			return fmt.Errorf("an unknown blob: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
