@@ -3,6 +3,7 @@ package archiver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -214,5 +215,63 @@ func TestStagedReader(t *testing.T) {
 	}
 	if _, err := r.ReadAt(make([]byte, 4), 0); errs.ClassOf(err) != errs.IntegrityError || errs.ClassOf(sd.failure()) != errs.IntegrityError {
 		t.Fatalf("a read after a failure: %v (failure %v), want integrity_error", err, sd.failure())
+	}
+}
+
+// TestStagedReaderRuns reads a file of 200 small frames and tensors (a
+// zip of many members) whole, as runs of whole chunks read at once: the
+// bytes are the file's; once one tensor in the middle changes, a read
+// of the run that holds it fails with integrity_error, and a read that
+// ends before it does not.
+func TestStagedReaderRuns(t *testing.T) {
+	var content []byte
+	var extents []formats.Extent
+	h := &hashes{frames: map[[2]int]*span{}}
+	for i := range 200 {
+		frame := []byte(fmt.Sprintf("header of member %03d, padded.", i))
+		tensor := bytes.Repeat([]byte{byte(i)}, 61)
+		h.frames[[2]int{0, len(extents)}] = &span{chunks: []objects.Digest{objects.Sum(frame)}}
+		extents = append(extents, formats.Extent{Kind: formats.Frame, Offset: int64(len(content)), Size: int64(len(frame))})
+		content = append(content, frame...)
+		extents = append(extents, formats.Extent{Kind: formats.TensorData, Offset: int64(len(content)), Size: int64(len(tensor)), Tensor: i})
+		h.tensors = append(h.tensors, &span{chunks: []objects.Digest{objects.Sum(tensor)}})
+		content = append(content, tensor...)
+	}
+	root := t.TempDir()
+	p := writeFile(t, filepath.Join(root, "f.zip"), content)
+	dir, err := modeldir.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	before, err := statAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fileWork{File: formats.File{Path: "f.zip", Size: int64(len(content)), Extents: extents}}
+	pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
+	defer pool.close()
+	r, err := newStagedDir([]fileWork{f}, h, pool).Open("f.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(content))
+	if n, err := r.ReadAt(got, 0); err != nil || n != len(content) || !bytes.Equal(got, content) {
+		t.Fatalf("the whole file: %d bytes, %v; bytes differ: %v", n, err, !bytes.Equal(got, content))
+	}
+
+	changed := bytes.Clone(content)
+	at := extents[201].Offset + 30 // in tensor 100
+	changed[at] ^= 1
+	writeFile(t, p, changed)
+	now, _ := statAll(dir)
+	before.m = now.m
+	sd := newStagedDir([]fileWork{f}, h, pool)
+	r, _ = sd.Open("f.zip")
+	if _, err := r.ReadAt(make([]byte, extents[201].Offset), 0); err != nil {
+		t.Fatalf("the 100 members before the change: %v", err)
+	}
+	if _, err := r.ReadAt(got, 0); errs.ClassOf(err) != errs.IntegrityError {
+		t.Fatalf("a run over the changed tensor: %v, want integrity_error", err)
 	}
 }
