@@ -154,15 +154,8 @@ func TestStagedReader(t *testing.T) {
 	content := append(append(append([]byte{}, frame...), make([]byte, 5)...), tensor...)
 	root := t.TempDir()
 	p := writeFile(t, filepath.Join(root, "f.bin"), content)
-	dir, err := modeldir.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	before, err := statAll(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := openSource(t, root)
+	dir, before := src.Dir, src.before
 	f := fileWork{File: formats.File{Path: "f.bin", Size: int64(len(content)), Extents: []formats.Extent{
 		{Kind: formats.Frame, Offset: 0, Size: 10},
 		{Kind: formats.Zeros, Offset: 10, Size: 5},
@@ -239,15 +232,8 @@ func TestStagedReaderRuns(t *testing.T) {
 	}
 	root := t.TempDir()
 	p := writeFile(t, filepath.Join(root, "f.zip"), content)
-	dir, err := modeldir.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	before, err := statAll(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := openSource(t, root)
+	dir, before := src.Dir, src.before
 	f := fileWork{File: formats.File{Path: "f.zip", Size: int64(len(content)), Extents: extents}}
 	pool := newReaderPool(checkedDir{Dir: dir, before: before}, nil)
 	defer pool.close()
