@@ -217,13 +217,26 @@ func (d *stagedDir) readChunks(f *stagedFile, run []wholeChunk, buf []byte, off 
 	if _, err := r.ReadAt(buf, off); err != nil {
 		return d.fail(errChanged(f.path, fmt.Sprintf("%d bytes at %d can no longer be read: %v", len(buf), off, err)))
 	}
+	// Hashed eight at a time (SumSmall): a run is mostly a zip's member
+	// headers, of a few hundred bytes each.
+	msgs := make([][]byte, len(run))
 	at := int64(0)
-	for _, c := range run {
+	for k, c := range run {
 		_, n := objects.ChunkBounds(c.pc.size, c.i)
-		if at+n > int64(len(buf)) || objects.Sum(buf[at:at+n]) != c.pc.chunks[c.i] {
-			return d.fail(errChanged(f.path, fmt.Sprintf("the %d bytes at %d are not the ones stored", n, off+at)))
+		if at+n > int64(len(buf)) {
+			return d.fail(fmt.Errorf("add: a run of chunks longer than its %d bytes", len(buf)))
 		}
+		msgs[k] = buf[at : at+n]
 		at += n
+	}
+	sums := make([]objects.Digest, len(run))
+	objects.SumSmall(msgs, sums)
+	at = 0
+	for k, c := range run {
+		if sums[k] != c.pc.chunks[c.i] {
+			return d.fail(errChanged(f.path, fmt.Sprintf("the %d bytes at %d are not the ones stored", len(msgs[k]), off+at)))
+		}
+		at += int64(len(msgs[k]))
 	}
 	return nil
 }
