@@ -24,23 +24,7 @@ func BenchmarkAdd(b *testing.B) {
 			if err := testmodel.WriteTensors(dir, m.Tensors, m.Shard, 1); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(m.Bytes())
-			var allocs testmodel.AllocCounter
-			b.ResetTimer()
-			allocs.Start()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				st, err := store.Open(filepath.Join(b.TempDir(), fmt.Sprint("store", i)), true, store.Options{LockTimeout: time.Second})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if _, err := Add(context.Background(), st, dir, Options{Name: "m"}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			allocs.Report(b, len(m.Tensors))
+			benchAdd(b, dir, m.Bytes(), len(m.Tensors))
 		})
 	}
 }
@@ -75,7 +59,13 @@ func BenchmarkAddPyTorch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.SetBytes(total)
+	benchAdd(b, dir, total, len(tensors))
+}
+
+// benchAdd times adds of the model in dir (size bytes of tensor data, tensors
+// of them), each into a new store, and reports allocations per tensor.
+func benchAdd(b *testing.B, dir string, size int64, tensors int) {
+	b.SetBytes(size)
 	var allocs testmodel.AllocCounter
 	b.ResetTimer()
 	allocs.Start()
@@ -91,5 +81,5 @@ func BenchmarkAddPyTorch(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	allocs.Report(b, len(tensors))
+	allocs.Report(b, tensors)
 }
