@@ -247,7 +247,7 @@ func (c *checkpoint) persistent(pid tuple, at int64) (value, error) {
 	st := &storage{id: len(c.storages) + 1, key: key, m: m, class: class, dtype: class.dtype, elem: elem, numel: n, location: location, owner: -1}
 	c.storages = append(c.storages, st)
 	if c.byKey == nil {
-		c.byKey = map[string]*storage{}
+		c.byKey = make(map[string]*storage, len(c.arc.members)) // a storage a member, at most
 	}
 	c.byKey[key] = st
 	return st, nil

@@ -75,7 +75,11 @@ func (c codec) Parse(dir formats.Dir, paths []string) (*formats.Layout, error) {
 
 	// Every name, of a state-dict tensor or of a Layout tensor, is unique
 	// across the model.
-	fileOf := map[string]string{}
+	names := 0
+	for _, ck := range files {
+		names += len(ck.named) + len(ck.meta.Storages)
+	}
+	fileOf := make(map[string]string, names)
 	for _, p := range containers {
 		ck := files[p]
 		for _, n := range ck.named {

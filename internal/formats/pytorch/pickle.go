@@ -144,8 +144,8 @@ func (m *machine) run() (value, error) {
 		}
 		op := m.data[m.pos]
 		m.pos++
-		name, known := opNames[op]
-		if !known {
+		name := opNames[op]
+		if name == "" {
 			return nil, m.fail(errs.InvalidArchive, at, "byte %#02x is not a pickle opcode", op)
 		}
 		if op == opStop {

@@ -202,11 +202,11 @@ func (s *scanner) local() (*Member, error) {
 	m := &Member{Name: string(ne[:nameLen]), Flags: le.Uint16(h[6:]), Method: le.Uint16(h[8:]), Time: le.Uint16(h[10:]),
 		Date: le.Uint16(h[12:]), CRC: le.Uint32(h[14:]), Header: at}
 	csize, usize := uint64(le.Uint32(h[18:])), uint64(le.Uint32(h[22:]))
-	fields, err := extraFields(ne[nameLen:])
+	z, ok, err := zip64Field(ne[nameLen:])
 	if err != nil {
 		return nil, s.fail(errs.InvalidArchive, at, "member %q: local %v", m.Name, err)
 	}
-	if z, ok := fields[zip64ExtraID]; ok {
+	if ok {
 		m.Zip64 = true
 		if usize == max32 && len(z) >= 8 {
 			usize, z = le.Uint64(z), z[8:]
@@ -268,11 +268,11 @@ func (s *scanner) central(byName map[string]*Member, lim Limits) error {
 		name := string(rest[:nameLen])
 		m := byName[name]
 		csize, usize, offset := uint64(le.Uint32(h[20:])), uint64(le.Uint32(h[24:])), uint64(le.Uint32(h[42:]))
-		fields, err := extraFields(rest[nameLen : nameLen+extraLen])
+		z, ok, err := zip64Field(rest[nameLen : nameLen+extraLen])
 		if err != nil {
 			return s.fail(errs.InvalidArchive, at, "member %q: %v", name, err)
 		}
-		if z, ok := fields[zip64ExtraID]; ok {
+		if ok {
 			for _, v := range []*uint64{&usize, &csize, &offset} {
 				if *v == max32 && len(z) >= 8 {
 					*v, z = le.Uint64(z), z[8:]
