@@ -25,6 +25,9 @@ type machine struct {
 	marks []int // stack lengths at each open MARK
 	memo  memo
 	ids   int // identity counter for mutable values
+	// kept is where the items of tuples and lists are cut from (keep):
+	// each of a checkpoint's tensors is rebuilt from four tuples.
+	kept []value
 
 	// budget is charged for what the pickle makes the machine build
 	// beyond its own bytes: strings, containers, dict keys spelled out.
@@ -122,16 +125,43 @@ func (m *machine) top(op string, at int) (*value, error) {
 	return &m.stack[len(m.stack)-1], nil
 }
 
-// popMark removes the values above the innermost MARK, and the MARK.
+// popMark removes the values above the innermost MARK, and the MARK, and
+// returns them: a view of the stack, which the next push overwrites
+// (keep makes a copy that lasts).
 func (m *machine) popMark(op string, at int) ([]value, error) {
 	if len(m.marks) == 0 {
 		return nil, m.fail(errs.InvalidArchive, at, "%s without a MARK", op)
 	}
 	k := m.marks[len(m.marks)-1]
 	m.marks = m.marks[:len(m.marks)-1]
-	items := append([]value(nil), m.stack[k:]...)
+	items := m.stack[k:len(m.stack):len(m.stack)]
 	m.stack = m.stack[:k]
 	return items, nil
+}
+
+// keptChunk is how many values keep cuts its copies from at once; a run
+// longer than keptRun is allocated alone.
+const (
+	keptChunk = 4096
+	keptRun   = 64
+)
+
+// keep returns a copy of items that lasts: short runs are cut from one
+// chunk, so that a tuple's items are not an allocation each. A copy has
+// no room to grow: an append to it (a list's) copies it first.
+func (m *machine) keep(items []value) []value {
+	n := len(items)
+	switch {
+	case n == 0:
+		return nil
+	case n > keptRun:
+		return append([]value(nil), items...)
+	case cap(m.kept)-len(m.kept) < n:
+		m.kept = make([]value, 0, keptChunk)
+	}
+	start := len(m.kept)
+	m.kept = append(m.kept, items...)
+	return m.kept[start:len(m.kept):len(m.kept)]
 }
 
 func (m *machine) newID() int { m.ids++; return m.ids }
@@ -325,10 +355,10 @@ func (m *machine) tuple(op byte, name string, at int) error {
 		if m.frame() < n {
 			return m.fail(errs.InvalidArchive, at, "%s needs %d values, the stack has %d", name, n, m.frame())
 		}
-		items = append([]value(nil), m.stack[len(m.stack)-n:]...)
+		items = m.stack[len(m.stack)-n:]
 		m.stack = m.stack[:len(m.stack)-n]
 	}
-	t := newTuple(items)
+	t := newTuple(m.keep(items))
 	if t.depth > m.lim.MaxDepth {
 		return m.fail(errs.SizeLimitExceeded, at, "values nested deeper than %d", m.lim.MaxDepth)
 	}
@@ -425,7 +455,7 @@ func (m *machine) fill(op byte, name string, at int) error {
 		if m.frame() < 2 {
 			return m.fail(errs.InvalidArchive, at, "SETITEM needs a key and a value")
 		}
-		items = append([]value(nil), m.stack[len(m.stack)-2:]...)
+		items = m.stack[len(m.stack)-2:] // read before the next push, as popMark's
 		m.stack = m.stack[:len(m.stack)-2]
 	default:
 		if items, err = m.popMark(name, at); err != nil {

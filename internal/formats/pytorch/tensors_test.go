@@ -3,7 +3,9 @@ package pytorch
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -202,5 +204,57 @@ func TestUnreachableStorage(t *testing.T) {
 	l, fm, _ := parseMeta(t, checkpointOf(p.stop(), map[string][]byte{"0": f32(4), "1": f32(4)}))
 	if got := names(l.Tensors); !slices.Equal(got, []string{"w", "<storage:m.pt/data/1>"}) || len(fm.Views) != 0 {
 		t.Fatalf("tensors %q, meta %+v", got, fm)
+	}
+}
+
+// A string key is spelled by hashKey's short way as appendKey spells it,
+// and one longer than the budget's room is refused by the budget.
+func TestHashKeyOfString(t *testing.T) {
+	for _, s := range []string{"", "model.layers.0.weight", strings.Repeat("é", 300)} {
+		got, err := hashKey(s, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := appendKey(nil, s, 8, 1<<62, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Fatalf("key %q spelled %q, appendKey %q", s, got, want)
+		}
+		// In a tuple, the string is spelled the same way.
+		if tk, _ := hashKey(newTuple([]value{s}), 8, nil); !strings.Contains(tk, got) {
+			t.Fatalf("tuple key %q does not hold %q", tk, got)
+		}
+	}
+	budget := (formats.Limits{MaxParseMemory: 1024}).Budget(pkg, "m.pt", 0)
+	_, err := hashKey(strings.Repeat("k", 1024), 8, budget)
+	wantClass(t, err, errs.SizeLimitExceeded)
+}
+
+// The machine hands APPENDS and SETITEMS a view of its stack and cuts
+// tuples' items from shared chunks (keep): what it builds must not change
+// as later values are pushed where those items were.
+func TestPickleValuesOutliveTheStack(t *testing.T) {
+	p := newPickle()
+	p.op(opMark).int(1).int(2).op(opTuple)                   // (1, 2)
+	p.op(opEmptyList, opMark).int(3).int(4).op(opAppends)    // [3, 4]
+	p.op(opEmptyDict, opMark).str("k").int(5).op(opSetItems) // {"k": 5}
+	p.op(opMark).int(6).int(7).int(8).op(opTuple)            // pushed where the items above were
+	p.op(opMark).int(9).op(opTuple)
+	p.op(opTuple3, opTuple3)
+	v, err := unpickle(p.stop(), 0, "x", DefaultLimits, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ((1, 2), [3, 4], ({"k": 5}, (6, 7, 8), (9,)))
+	outer := v.(tuple).items
+	inner := outer[2].(tuple).items
+	got := []any{outer[0].(tuple).items, outer[1].(*list).items, inner[0].(*dict).keys, inner[0].(*dict).vals,
+		inner[1].(tuple).items, inner[2].(tuple).items}
+	want := []any{[]value{int64(1), int64(2)}, []value{int64(3), int64(4)}, []value{"k"}, []value{int64(5)},
+		[]value{int64(6), int64(7), int64(8)}, []value{int64(9)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("built %v, want %v", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/mstore/mstore/internal/errs"
 	"github.com/mstore/mstore/internal/formats"
@@ -117,6 +118,18 @@ func hashKey(k value, maxDepth int, budget *formats.Budget) (string, error) {
 	room := int64(1 << 62)
 	if budget != nil {
 		room = budget.Limit() - budget.Used()
+	}
+	if s, ok := k.(string); ok { // a state dict's keys: spelled in one allocation
+		n := int64(1+8) + int64(len(s))
+		if n > room {
+			return "", budget.Charge(n)
+		}
+		var b strings.Builder
+		b.Grow(int(n))
+		b.WriteByte('s')
+		b.Write(binary.LittleEndian.AppendUint64(make([]byte, 0, 8), uint64(len(s))))
+		b.WriteString(s)
+		return b.String(), nil
 	}
 	var n int64
 	b, err := appendKey(make([]byte, 0, 256), k, maxDepth, room, &n)
