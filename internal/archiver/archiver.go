@@ -474,7 +474,8 @@ func otherFormatFiles(dir *modeldir.Dir, chosen formats.Codec, l *formats.Layout
 // fileWork is one file of the model: its layout and where its bytes come from.
 type fileWork struct {
 	formats.File
-	other bool // not a container file: kept byte for byte
+	other  bool   // not a container file: kept byte for byte
+	format string // the codec's, whose refusals the add makes for it (CRC32Checks)
 }
 
 // withOtherFiles returns every file of the model in path order: the codec's
@@ -487,7 +488,7 @@ func withOtherFiles(dir *modeldir.Dir, l *formats.Layout, claimed []string) ([]f
 			return nil, err
 		}
 		inLayout[f.Path] = true
-		out = append(out, fileWork{File: f})
+		out = append(out, fileWork{File: f, format: l.Format})
 	}
 	for _, p := range claimed {
 		if !inLayout[p] {
@@ -525,6 +526,13 @@ func checkCoverage(f formats.File, tensors []formats.Tensor) error {
 	}
 	if off != f.Size {
 		return fmt.Errorf("add: codec layout of %s covers %d of %d bytes", f.Path, off, f.Size)
+	}
+	var end int64 // the CRC-32 runs the add compares (crcRuns): in order, apart, inside the file
+	for _, c := range f.CRC32Checks {
+		if c.Offset < end || c.Size < 0 || c.Offset+c.Size > f.Size {
+			return fmt.Errorf("add: codec layout of %s: a CRC-32 run at byte %d (%d bytes) is out of order or outside the file", f.Path, c.Offset, c.Size)
+		}
+		end = c.Offset + c.Size
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package archiver
 
 import (
 	"context"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -204,6 +206,7 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 	}
 	defer release()
 
+	runs := &crcRuns{f: f, checks: f.CRC32Checks}
 	var st passState
 	batches := make(chan batch, 1)
 	filed := make(chan batch)
@@ -213,6 +216,7 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 		file := objects.NewHasher()
 		for b := range batches {
 			file.Write(b.file)
+			runs.write(b.file)
 			filed <- b
 		}
 		fs.digest = file.Digest()
@@ -239,7 +243,52 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 	if p := st.err.Load(); p != nil {
 		return *p
 	}
-	return nil
+	return runs.result()
+}
+
+// crcRuns compares the CRC-32 of the runs a codec left to the add
+// (File.CRC32Checks: a PyTorch checkpoint's storages) with the bytes of
+// the file as the pass reads them, in order: the bytes stored are the
+// bytes compared, each read once. The runs are in order, apart and inside
+// the file (checkCoverage).
+type crcRuns struct {
+	f      fileWork
+	checks []formats.CRC32Check // those not yet compared
+	at     int64                // the file offset of the next byte
+	crc    uint32               // of checks[0]'s bytes so far
+	err    error
+}
+
+func (r *crcRuns) write(b []byte) {
+	for len(r.checks) > 0 && r.err == nil {
+		c := r.checks[0]
+		if skip := min(int64(len(b)), c.Offset-r.at); skip > 0 { // bytes before the run
+			b, r.at = b[skip:], r.at+skip
+		}
+		if r.at < c.Offset {
+			return // b ended first
+		}
+		n := min(int64(len(b)), c.Offset+c.Size-r.at)
+		r.crc = crc32.Update(r.crc, crc32.IEEETable, b[:n])
+		b, r.at = b[n:], r.at+n
+		if r.at < c.Offset+c.Size {
+			return
+		}
+		if r.crc != c.Want {
+			r.err = c.Mismatch(r.f.format, r.f.Path)
+		}
+		r.checks, r.crc = r.checks[1:], 0
+	}
+	r.at += int64(len(b))
+}
+
+// result is the refusal of the first run whose CRC-32 differs, or an error
+// if the pass ended before a run did.
+func (r *crcRuns) result() error {
+	if r.err == nil && len(r.checks) > 0 {
+		return fmt.Errorf("add: %s: the file pass ended at byte %d, before the CRC-32 run at %d", r.f.Path, r.at, r.checks[0].Offset)
+	}
+	return r.err
 }
 
 // spanHasher gives each span of several chunks, from the batches it is

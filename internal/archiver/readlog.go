@@ -102,6 +102,10 @@ func (l *readLog) Open(p string) (formats.ReadAtCloser, error) {
 	return &loggedFile{ReadAtCloser: f, log: l, path: p}, nil
 }
 
+// DefersCRC32: the add compares the CRC-32 runs a codec lists as it hashes
+// the file (crcRuns), so the parse need not read them.
+func (l *readLog) DefersCRC32() bool { return true }
+
 // Links implements formats.LinkCounter for codecs that ask (ONNX), as the
 // stagedDir does.
 func (l *readLog) Links(p string) (int, error) {

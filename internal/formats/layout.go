@@ -2,6 +2,8 @@ package formats
 
 import (
 	"io"
+
+	"github.com/mstore/mstore/internal/errs"
 )
 
 // Layout is a model as a codec sees it: files cut into extents, and tensors.
@@ -26,6 +28,40 @@ type File struct {
 	// the frames.
 	StoredMeta map[string]string
 	Extents    []Extent // cover [0, Size) in order, without gaps
+	// CRC32Checks are the runs of the file whose CRC-32 the container
+	// states and the codec left unread, because its Dir checks them
+	// (CRC32Deferrer); in file order, apart. Empty from any other Dir.
+	CRC32Checks []CRC32Check
+}
+
+// CRC32Check is a run of a file's bytes whose CRC-32 (IEEE) the container
+// states: a zip member's data. A codec reads such a run only to compare
+// its CRC-32; given a CRC32Deferrer, it lists the run instead, and the
+// caller compares the CRC-32 of the bytes it reads anyway (an add, of the
+// bytes it stores, as it hashes them).
+type CRC32Check struct {
+	Offset, Size int64
+	Want         uint32
+	Member       string // the zip member's name, for the refusal
+}
+
+// Mismatch is the refusal of a file whose run c has another CRC-32: the
+// codec's (format's) own, whoever compares.
+func (c CRC32Check) Mismatch(format, path string) error {
+	return errs.At(errs.InvalidArchive, format, path, c.Offset, "member %q: CRC-32 mismatch (the data is corrupt)", c.Member)
+}
+
+// CRC32Deferrer is a Dir whose caller compares the CRC-32 of the runs a
+// codec lists in File.CRC32Checks, which the codec then does not read.
+type CRC32Deferrer interface {
+	DefersCRC32() bool
+}
+
+// DefersCRC32 reports whether dir's caller compares the CRC-32s a codec
+// lists (CRC32Deferrer); else the codec compares them itself.
+func DefersCRC32(dir Dir) bool {
+	d, ok := dir.(CRC32Deferrer)
+	return ok && d.DefersCRC32()
 }
 
 // ExtentKind says what fills a run of a file. The zero value is invalid.

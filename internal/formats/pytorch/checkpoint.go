@@ -58,6 +58,9 @@ type checkpoint struct {
 
 	tensors []formats.Tensor // the file's Layout tensors, in order
 	meta    FileMeta
+	// crcs are the members whose CRC-32 the Dir's caller compares
+	// (formats.DefersCRC32), left unread here.
+	crcs []formats.CRC32Check
 }
 
 // readCheckpoint reads and checks one checkpoint file.
@@ -85,13 +88,24 @@ func readCheckpoint(dir formats.Dir, p string, lim Limits) (*checkpoint, error) 
 	if err != nil {
 		return nil, err
 	}
+	// The storages' CRC-32s: compared here, by reading every byte of
+	// them, or by an add as it hashes the bytes it stores (which then
+	// reads them once, not three times).
+	deferred := formats.DefersCRC32(dir)
 	var largest int64
 	for _, m := range arc.members {
 		largest = max(largest, m.size)
 	}
-	buf := make([]byte, min(largest, 1<<20))
+	var buf []byte
+	if !deferred {
+		buf = make([]byte, min(largest, 1<<20))
+	}
 	for _, m := range arc.members {
-		if m.size > maxSmallRecord && m.record != "data.pkl" {
+		switch {
+		case m.size <= maxSmallRecord || m.record == "data.pkl": // read whole, CRC checked
+		case deferred:
+			c.crcs = append(c.crcs, m.z.CRC32Check())
+		default:
 			if err := arc.checkCRC(r, m, buf); err != nil {
 				return nil, err
 			}

@@ -216,5 +216,6 @@ func (c *checkpoint) file(base int) formats.File {
 	if at < c.arc.size {
 		f.Extents = append(f.Extents, formats.Extent{Kind: formats.Frame, Offset: at, Size: c.arc.size - at})
 	}
+	f.CRC32Checks = c.crcs
 	return f
 }

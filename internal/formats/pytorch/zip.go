@@ -43,6 +43,9 @@ func readArchive(r io.ReaderAt, size int64, path string, lim Limits) (*archive, 
 	if err != nil {
 		return nil, err
 	}
+	if br, ok := r.(*blockReader); ok {
+		br.skipData(z.Members) // the local headers are read next, not the data after them
+	}
 	a := &archive{z: z, path: path, size: size, byRecord: make(map[string]*member, len(z.Members)), cdStart: z.CDStart}
 	for _, zm := range z.Members {
 		a.members = append(a.members, &member{z: zm, name: zm.Name, method: zm.Method, crc: zm.CRC, size: zm.Size, dir: zm.Dir})

@@ -44,6 +44,10 @@ const (
 	methodDeflate  = 8
 )
 
+// LocalHeaderSize is the fixed part of a local header: its name and extra
+// field follow, then the member's data.
+const LocalHeaderSize = localSize
+
 // Limits bound what reading the directory allocates.
 type Limits struct {
 	MaxMembers          int64 // central directory entries
@@ -142,16 +146,29 @@ func (a *Archive) readEnd(r io.ReaderAt, lim Limits) (centralDir, error) {
 	if a.Size < endSize {
 		return centralDir{}, a.fail(errs.InvalidArchive, 0, "file of %d bytes is too short for a zip archive", a.Size)
 	}
-	tailLen := min(a.Size, endSize+maxComment)
-	tail := make([]byte, tailLen)
-	if err := ReadAt(r, tail, a.Size-tailLen, a.Pkg, a.Path); err != nil {
-		return centralDir{}, err
-	}
+	// The record is the last one whose comment reaches the end of the file.
+	// Without a comment (torch.save and numpy write none) it is in the
+	// last bytes: only when it is not is the longest tail read, so that a
+	// parse does not read 64 KiB of the data before the directory.
+	var tail []byte
 	eocd := int64(-1)
-	for i := len(tail) - endSize; i >= 0; i-- {
-		if binary.LittleEndian.Uint32(tail[i:]) == sigEnd && int(binary.LittleEndian.Uint16(tail[i+20:])) == len(tail)-i-endSize {
-			eocd = a.Size - tailLen + int64(i)
-			tail = tail[i:]
+	for _, want := range []int64{endSize + 64, endSize + maxComment} {
+		tailLen := min(a.Size, want)
+		if tail != nil && tailLen <= int64(len(tail)) {
+			break // the file is no longer than the tail searched
+		}
+		tail = make([]byte, tailLen)
+		if err := ReadAt(r, tail, a.Size-tailLen, a.Pkg, a.Path); err != nil {
+			return centralDir{}, err
+		}
+		for i := len(tail) - endSize; i >= 0; i-- {
+			if binary.LittleEndian.Uint32(tail[i:]) == sigEnd && int(binary.LittleEndian.Uint16(tail[i+20:])) == len(tail)-i-endSize {
+				eocd = a.Size - tailLen + int64(i)
+				tail = tail[i:]
+				break
+			}
+		}
+		if eocd >= 0 {
 			break
 		}
 	}
@@ -460,9 +477,15 @@ func (a *Archive) CheckCRC(r io.ReaderAt, m *Member, buf []byte) error {
 		off += n
 	}
 	if h.Sum32() != m.CRC {
-		return a.fail(errs.InvalidArchive, m.Data, "member %q: CRC-32 mismatch (the data is corrupt)", m.Name)
+		return m.CRC32Check().Mismatch(a.Pkg, a.Path)
 	}
 	return nil
+}
+
+// CRC32Check is m's data as a run whose CRC-32 a caller compares
+// (formats.CRC32Deferrer) instead of CheckCRC.
+func (m *Member) CRC32Check() formats.CRC32Check {
+	return formats.CRC32Check{Offset: m.Data, Size: m.Size, Want: m.CRC, Member: m.Name}
 }
 
 // ReadAt fills b from r at off; a short read is a truncated file

@@ -60,3 +60,31 @@ func TestZip64Field(t *testing.T) {
 		})
 	}
 }
+
+// The end record is found after a comment of any length: in the last
+// bytes when there is none (the short read), else in the longest tail.
+func TestEndRecordAfterAComment(t *testing.T) {
+	w := &Writer{}
+	w.AddBytes("a/x", []byte("hello"))
+	w.AddBytes("a/y", bytes.Repeat([]byte{7}, 300))
+	var archive []byte
+	for _, e := range w.Finish("t.zip").Extents {
+		archive = append(archive, e.Bytes...)
+	}
+	for _, n := range []int{0, 1, 60, 64, 65, 100, 5000, maxComment} {
+		comment := bytes.Repeat([]byte{'c'}, n)
+		if n >= 30 { // a record's signature inside the comment, whose length does not fit it
+			copy(comment[4:], binary.LittleEndian.AppendUint32(nil, sigEnd))
+		}
+		b := append([]byte{}, archive...)
+		binary.LittleEndian.PutUint16(b[len(b)-2:], uint16(n))
+		b = append(b, comment...)
+		a, err := ReadDirectory(bytes.NewReader(b), int64(len(b)), "t.zip", "test", Limits{MaxMembers: 10, MaxCentralDirectory: 1 << 20})
+		if err != nil {
+			t.Fatalf("comment of %d bytes: %v", n, err)
+		}
+		if len(a.Members) != 2 || a.Members[0].Name != "a/x" || a.Members[1].Name != "a/y" {
+			t.Fatalf("comment of %d bytes: members %v", n, a.Members)
+		}
+	}
+}
