@@ -143,11 +143,11 @@ func (d *stagedDir) Open(p string) (formats.ReadAtCloser, error) {
 	return &stagedReader{d: d, f: f}, nil
 }
 
-// Links implements formats.LinkCounter for codecs that ask (ONNX).
 // DefersCRC32: as the first parse's Dir (readLog), so that the same reads
 // give the same layout.
 func (d *stagedDir) DefersCRC32() bool { return true }
 
+// Links implements formats.LinkCounter for codecs that ask (ONNX).
 func (d *stagedDir) Links(p string) (int, error) {
 	if d.links == nil {
 		return 1, nil

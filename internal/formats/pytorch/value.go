@@ -124,10 +124,12 @@ func hashKey(k value, maxDepth int, budget *formats.Budget) (string, error) {
 		if n > room {
 			return "", budget.Charge(n)
 		}
+		var length [8]byte
+		binary.LittleEndian.PutUint64(length[:], uint64(len(s)))
 		var b strings.Builder
 		b.Grow(int(n))
 		b.WriteByte('s')
-		b.Write(binary.LittleEndian.AppendUint64(make([]byte, 0, 8), uint64(len(s))))
+		b.Write(length[:])
 		b.WriteString(s)
 		return b.String(), nil
 	}
