@@ -50,7 +50,7 @@ func bigStorages() ([]byte, map[string][]byte) {
 	}
 	p := newPickle().dict()
 	for _, k := range []string{"0", "1", "2"} {
-		p.str("w" + k).rebuild("FloatStorage", k, 16384, 0, []int64{16384}, []int64{1})
+		p.str("w"+k).rebuild("FloatStorage", k, 16384, 0, []int64{16384}, []int64{1})
 	}
 	return checkpointOf(p.end(), storages), storages
 }
