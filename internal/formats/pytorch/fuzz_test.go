@@ -2,6 +2,8 @@ package pytorch
 
 import (
 	"fmt"
+	"hash/crc32"
+	"reflect"
 	"testing"
 
 	"github.com/mstore/mstore/internal/errs"
@@ -84,6 +86,7 @@ func FuzzParse(f *testing.F) {
 		case err != nil && errs.ClassOf(err) == 0:
 			t.Fatalf("unclassified error or panic: %v", err)
 		case err != nil:
+			checkDeferredRefusal(t, codec, b)
 			return
 		}
 		if err := formattest.CheckLayout(l, files); err != nil {
@@ -92,5 +95,55 @@ func FuzzParse(f *testing.F) {
 		if _, err := DecodeMeta(l.Files[0].Meta); err != nil {
 			t.Fatal(err)
 		}
+		checkDeferredParse(t, codec, b, l)
 	})
+}
+
+// checkDeferredRefusal parses b, which a plain Dir's parse refused,
+// through a Dir that defers the storages' CRC-32s: it may accept b only
+// with a run whose CRC-32 is not its bytes', which its caller refuses.
+func checkDeferredRefusal(t *testing.T, codec formats.Codec, b []byte) {
+	t.Helper()
+	d := &deferringDir{MemDir: formattest.NewMemDir(map[string][]byte{"m.pt": b}), read: map[int64]bool{}}
+	got, err := func() (l *formats.Layout, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the deferred parse panicked: %v", r)
+			}
+		}()
+		return codec.Parse(d, []string{"m.pt"})
+	}()
+	switch {
+	case err != nil && errs.ClassOf(err) == 0:
+		t.Fatalf("the deferred parse: unclassified error %v", err)
+	case err != nil:
+		return
+	}
+	for _, c := range got.Files[0].CRC32Checks {
+		if crc32.ChecksumIEEE(b[c.Offset:c.Offset+c.Size]) != c.Want {
+			return // the add refuses it
+		}
+	}
+	t.Fatal("accepted, with every CRC-32 right, when its CRC-32s are deferred, and refused otherwise")
+}
+
+// checkDeferredParse parses b, which a plain Dir's parse accepted as l,
+// through a Dir that defers the storages' CRC-32s (an add's): it must
+// accept it too, with l's layout and runs whose CRC-32s are b's.
+func checkDeferredParse(t *testing.T, codec formats.Codec, b []byte, l *formats.Layout) {
+	t.Helper()
+	d := &deferringDir{MemDir: formattest.NewMemDir(map[string][]byte{"m.pt": b}), read: map[int64]bool{}}
+	got, err := codec.Parse(d, []string{"m.pt"})
+	if err != nil {
+		t.Fatalf("refused when its CRC-32s are deferred: %v", err)
+	}
+	for _, c := range got.Files[0].CRC32Checks {
+		if crc32.ChecksumIEEE(b[c.Offset:c.Offset+c.Size]) != c.Want {
+			t.Fatalf("run %+v: not the CRC-32 of its bytes, which the plain parse compared", c)
+		}
+	}
+	got.Files[0].CRC32Checks = nil
+	if !reflect.DeepEqual(got, l) {
+		t.Fatal("the deferred parse's layout is not the plain parse's")
+	}
 }
