@@ -71,7 +71,10 @@
 //   - invalid_archive: not a zip, truncated, end records that disagree, a
 //     local header or data descriptor that disagrees with the central
 //     directory, bytes that belong to no member, overlaps, CRC-32
-//     mismatches, a malformed extra field; pickle structure: an unknown
+//     mismatches (a storage's, from a Dir that defers them, by the caller:
+//     the parse lists the storages in File.CRC32Checks unread, and an add
+//     compares them on the bytes it stores), a malformed extra field;
+//     pickle structure: an unknown
 //     opcode byte, stack underflow, a memo entry read before it is
 //     written, no STOP, bytes after STOP;
 //   - path_traversal: a member name, storage key or weight_map file that
