@@ -2,7 +2,8 @@
 # Measures mstore against cp in one run (issue 13's table): add and checkout
 # of the bench family's base model, a dense 300 MB model (74 tensors), a
 # mixture-of-experts model of 19,502 tensors in 10 shards and a model of
-# 100,000 tensors of 512 B in one file.
+# 100,000 tensors of 512 B in one file; then the dense model as a PyTorch
+# checkpoint (pytorch_model.bin, written by the first build's checkout).
 #
 #   bench/perf.sh [-n RUNS] [-b NAME=MSTORE_BINARY]... WORK_DIR
 #
@@ -16,7 +17,7 @@
 # inputs read again. Runs are
 # interleaved (cp, then each mstore, RUNS times, the builds taking turns
 # to go first); the table gives medians.
-# STEPS (default "base dense moe small") picks the models measured.
+# STEPS (default "base dense moe small densept") picks the models measured.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -45,6 +46,12 @@ fi
 M=$W/models
 ln -sfn "$FAMILY/base" "$M/base"
 for m in dense moe small; do [ -d "$M/$m" ] || "$W/bin/genmodel" "$m" "$M/$m"; done
+if [ ! -d "$M/densept" ]; then # the dense model's tensors as torch.save lays them out
+  rm -rf "$W/densept-store"
+  "${bins[0]}" --store "$W/densept-store" add "$M/dense" --name d --quiet
+  "${bins[0]}" --store "$W/densept-store" checkout d "$M/densept" --format pytorch --quiet
+  rm -rf "$W/densept-store"
+fi
 # Model sizes and tensor counts, for the table's labels.
 label() {
   local bytes; bytes=$(du -sbL "$M/$1" | cut -f1)
@@ -85,7 +92,7 @@ fresh() {
 # time before the next timed step, as in checkoutcp.sh.
 settle() { sync; sleep "${SETTLE:-1}"; }
 
-read -ra steps <<<"${STEPS:-base dense moe small}" # e.g. STEPS="dense moe small": no family base
+read -ra steps <<<"${STEPS:-base dense moe small densept}" # e.g. STEPS="dense moe small": no family base
 for ((r = 1; r <= runs; r++)); do
   for m in "${steps[@]}"; do
     rm -rf "$W/cp-$m"; settle; fresh "$M/$m"; measure cp "add.$m" "cp -r '$M/$m/.' '$W/cp-$m'"
@@ -119,13 +126,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f×", a/b; else pr
   printf '\n| --- | ---: |'
   for _ in "${names[@]}"; do printf ' ---: | ---: | ---: |'; done
   printf '\n'
-  for row in add.base add.dense checkout.dense add.moe checkout.moe add.small checkout.small; do
+  for row in add.base add.dense checkout.dense add.moe checkout.moe add.small checkout.small add.densept checkout.densept; do
     m=${row#*.}
     case $m in
       base) what=$(label base "full bench family base, 2 shards") ;;
       dense) what=$(label dense "a dense model of 74 tensors") ;;
       moe) what=$(label moe "19,502 tensors in 10 shards") ;;
       small) what=$(label small "100,000 tensors of 512 B") ;;
+      densept) what=$(label densept "the dense model as a PyTorch checkpoint") ;;
     esac
     cw=$(median cp "$row" 3); cc=$(median cp "$row" 4)
     printf '| %s, %s | %s s |' "${row%%.*}" "$what" "$cw"
