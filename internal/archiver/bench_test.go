@@ -1,16 +1,12 @@
 package archiver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/mstore/mstore/internal/formats/formattest"
-	"github.com/mstore/mstore/internal/formats/pytorch"
 	"github.com/mstore/mstore/internal/store"
 	"github.com/mstore/mstore/internal/testmodel"
 )
@@ -35,31 +31,10 @@ func BenchmarkAdd(b *testing.B) {
 // (the unpickler, a frame blob a tensor, the read-back check's reads) show
 // here where a SafeTensors model has one header.
 func BenchmarkAddPyTorch(b *testing.B) {
-	tensors := testmodel.ManySmall(20_000, 512)
-	l, err := pytorch.Plan(tensors, pytorch.PlanOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := make([][]byte, len(l.Tensors))
-	var total int64
-	for i, t := range l.Tensors {
-		data[i] = bytes.Repeat([]byte{byte(i), byte(i >> 8)}, int(t.Size/2))
-		total += t.Size
-	}
-	files, err := formattest.Materialize(l, data)
-	if err != nil {
-		b.Fatal(err)
-	}
+	const n, size = 20_000, 512
 	dir := filepath.Join(b.TempDir(), "model")
-	for p, content := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), content, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	benchAdd(b, dir, total, len(tensors))
+	writeCheckpoint(b, dir, n, size)
+	benchAdd(b, dir, n*size, n)
 }
 
 // benchAdd times adds of the model in dir (size bytes of tensor data, tensors

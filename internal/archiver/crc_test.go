@@ -59,10 +59,9 @@ func TestCRCRuns(t *testing.T) {
 
 // writeCheckpoint writes a PyTorch checkpoint of n tensors of size bytes
 // (as torch.save lays it out) into dir, and returns its bytes.
-func writeCheckpoint(t *testing.T, dir string, n int, size int64) []byte {
+func writeCheckpoint(t testing.TB, dir string, n int, size int64) []byte {
 	t.Helper()
-	tensors := testmodel.ManySmall(n, size)
-	l, err := pytorch.Plan(tensors, pytorch.PlanOptions{})
+	l, err := pytorch.Plan(testmodel.ManySmall(n, size), pytorch.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +73,10 @@ func writeCheckpoint(t *testing.T, dir string, n int, size int64) []byte {
 	if err != nil || len(files) != 1 {
 		t.Fatalf("%d files, %v", len(files), err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := testmodel.Write(dir, files); err != nil {
 		t.Fatal(err)
 	}
-	for p, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, p), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return content
-	}
-	return nil
+	return files[l.Files[0].Path]
 }
 
 // The add's parse of a checkpoint of large storages reads its headers, not
