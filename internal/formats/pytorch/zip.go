@@ -38,14 +38,12 @@ type archive struct {
 // shared zip reader (formats/zipfile), and what torch.save's archives
 // are: every member in one folder, no TorchScript code, nothing
 // compressed. Data is not read here; checkCRCs does that.
-func readArchive(r io.ReaderAt, size int64, path string, lim Limits) (*archive, error) {
+func readArchive(r *blockReader, size int64, path string, lim Limits) (*archive, error) {
 	z, err := zipfile.ReadDirectory(r, size, path, pkg, zipfile.Limits{MaxMembers: lim.MaxMembers, MaxCentralDirectory: lim.MaxCentralDirectory})
 	if err != nil {
 		return nil, err
 	}
-	if br, ok := r.(*blockReader); ok {
-		br.skipData(z.Members) // the local headers are read next, not the data after them
-	}
+	r.skipData(z.Members) // the local headers are read next, not the data after them
 	a := &archive{z: z, path: path, size: size, byRecord: make(map[string]*member, len(z.Members)), cdStart: z.CDStart}
 	for _, zm := range z.Members {
 		a.members = append(a.members, &member{z: zm, name: zm.Name, method: zm.Method, crc: zm.CRC, size: zm.Size, dir: zm.Dir})
