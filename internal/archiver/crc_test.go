@@ -31,7 +31,7 @@ func TestCRCRuns(t *testing.T) {
 	f := fileWork{File: formats.File{Path: "m.bin", Size: int64(len(file)), CRC32Checks: []formats.CRC32Check{
 		run(0, 10, "a/first"), run(10, 0, "a/empty"), run(10, 300, "a/next"), run(500, 499, "a/last")}}, format: "pytorch"}
 	feed := func(data []byte, pieces ...int) error {
-		r := &crcRuns{f: f, checks: f.CRC32Checks}
+		r := newCRCRuns(f)
 		for _, n := range pieces {
 			r.write(data[:n])
 			data = data[n:]
@@ -50,7 +50,7 @@ func TestCRCRuns(t *testing.T) {
 	if !errors.Is(err, errs.InvalidArchive) || !strings.Contains(err.Error(), `member "a/last": CRC-32 mismatch`) {
 		t.Fatalf("a changed byte of a/last: %v, want invalid_archive naming it", err)
 	}
-	r := &crcRuns{f: f, checks: f.CRC32Checks}
+	r := newCRCRuns(f)
 	r.write(file[:700])
 	if err := r.result(); err == nil || !strings.Contains(err.Error(), "before the CRC-32 run at 500") {
 		t.Fatalf("a pass ended inside a run: %v", err)

@@ -206,7 +206,7 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 	}
 	defer release()
 
-	runs := &crcRuns{f: f, checks: f.CRC32Checks}
+	runs := newCRCRuns(f)
 	var st passState
 	batches := make(chan batch, 1)
 	filed := make(chan batch)
@@ -252,11 +252,16 @@ func filePass(ctx context.Context, pool *readerPool, q *writeQueue, f fileWork, 
 // bytes compared, each read once. The runs are in order, apart and inside
 // the file (checkCoverage).
 type crcRuns struct {
-	f      fileWork
+	path   string
+	format string               // the codec's, whose refusal a mismatch is
 	checks []formats.CRC32Check // those not yet compared
 	at     int64                // the file offset of the next byte
 	crc    uint32               // of checks[0]'s bytes so far
 	err    error
+}
+
+func newCRCRuns(f fileWork) *crcRuns {
+	return &crcRuns{path: f.Path, format: f.format, checks: f.CRC32Checks}
 }
 
 func (r *crcRuns) write(b []byte) {
@@ -275,7 +280,7 @@ func (r *crcRuns) write(b []byte) {
 			return
 		}
 		if r.crc != c.Want {
-			r.err = c.Mismatch(r.f.format, r.f.Path)
+			r.err = c.Mismatch(r.format, r.path)
 		}
 		r.checks, r.crc = r.checks[1:], 0
 	}
@@ -286,7 +291,7 @@ func (r *crcRuns) write(b []byte) {
 // if the pass ended before a run did.
 func (r *crcRuns) result() error {
 	if r.err == nil && len(r.checks) > 0 {
-		return fmt.Errorf("add: %s: the file pass ended at byte %d, before the CRC-32 run at %d", r.f.Path, r.at, r.checks[0].Offset)
+		return fmt.Errorf("add: %s: the file pass ended at byte %d, before the CRC-32 run at %d", r.path, r.at, r.checks[0].Offset)
 	}
 	return r.err
 }
